@@ -55,6 +55,13 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-ctv": ["cache-type-v"],
   "-fa": ["flash-attn"],
   "--grammar-file": ["grammar"], // llama.cpp's --grammar is the grammar's text, --grammar-file a file: tsllm's --grammar takes both
+  // llama-server's draft model and draft length, by its current and earlier names
+  "-md": ["draft-model"],
+  "--model-draft": ["draft-model"],
+  "--spec-draft-model": ["draft-model"],
+  "--spec-draft-n-max": ["draft-tokens"],
+  "--draft-max": ["draft-tokens"],
+  "--draft-n": ["draft-tokens"],
 };
 
 /** llama.cpp's GPU-offload options: a model here runs on the --backend chosen, so they are taken and ignored, with a note */

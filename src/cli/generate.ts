@@ -199,8 +199,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const modelPath = requireString(values, "model");
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
   const draftPath = optionalString(values, "draft-model");
-  const draftQuantize = optionalString(values, "draft-quantize");
-  if (draftQuantize !== undefined && !isLoadQuantization(draftQuantize)) throw new UsageError(`--draft-quantize must be ${QUANTIZE_CHOICES}, got "${draftQuantize}"`);
+  const draftQuantize = draftQuantizeFrom(values);
   if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
     throw new UsageError("--draft-quantize and --draft-tokens need --draft-model (or --prompt-lookup for --draft-tokens)");
   }
@@ -233,7 +232,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width
   const model = await loadModelForOneRequest(path, loadOptions, width, draftFile).catch(loadRefusalInFlagWords);
-  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize as LoadQuantization | undefined }).catch((e: unknown) => { model.dispose(); loadRefusalInFlagWords(e); });
+  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize }).catch((e: unknown) => { model.dispose(); loadRefusalInFlagWords(e); });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
@@ -567,6 +566,13 @@ export function flashAttentionFrom(values: ParsedValues): Pick<LoadModelOptions,
 
 const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;
 const isLoadQuantization = (q: string): q is LoadQuantization => (LOAD_QUANTIZATIONS as readonly string[]).includes(q);
+
+/** --draft-quantize: what the draft model's weights are quantized to while it loads, as --quantize's */
+export function draftQuantizeFrom(values: ParsedValues): LoadQuantization | undefined {
+  const q = optionalString(values, "draft-quantize");
+  if (q !== undefined && !isLoadQuantization(q)) throw new UsageError(`--draft-quantize must be ${QUANTIZE_CHOICES}, got "${q}"`);
+  return q;
+}
 
 function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   const q = optionalString(values, "quantize");

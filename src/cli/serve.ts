@@ -1,10 +1,11 @@
 import { loadsAsEncoder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
-import { loadModel, type Model } from "../llm.js";
+import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { modelNamedBy } from "./input-files.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -80,6 +81,14 @@ Options:
   --no-log-requests     do not write a line to stderr for each request when it ends (method, path, status,
                         milliseconds, client address, X-Request-Id; /health, /metrics, /v1/models and the
                         page are never written), as llama-server and vLLM log theirs by default
+  --draft-model MODEL   speculative decoding with this draft model (a file, folder or Hub reference as --model,
+                        with the model's vocabulary; llama-server's -md): every request of one choice without
+                        logprobs drafts with it. Greedy replies are the model's own, token for token; sampled
+                        ones keep its distribution (the rejection rule). Each request's draft cache counts in
+                        --kv-memory. A request's "speculative.n_max" sets its draft length (0: no draft)
+  --draft-tokens N      tokens the draft proposes per round (default 8; llama-server's spec-draft-n-max and
+                        draft-max spellings of it work too, as -md and model-draft do for --draft-model)
+  --draft-quantize Q    quantize the draft model while loading, as --quantize (e.g. a q4_0 copy of --model)
   --no-warmup           skip the throwaway 2-token run at load that compiles every kernel before the first request
   -h, --help            show this help
 `;
@@ -90,6 +99,7 @@ export const SERVE_ARGS: OptionSpec = {
   "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
+  "draft-model": { type: "string" }, "draft-tokens": { type: "string" }, "draft-quantize": { type: "string" },
 };
 
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
@@ -112,6 +122,10 @@ export async function runServe(argv: string[]): Promise<void> {
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
   const admission = admissionFrom(values);
+  const draftRef = optionalNonEmpty(values, "draft-model", "a draft model with the model's vocabulary");
+  const draftQuantize = draftQuantizeFrom(values);
+  const draftTokens = optionalNumber(values, "draft-tokens", { integer: true, min: 1 });
+  if (draftRef === undefined && (draftQuantize !== undefined || draftTokens !== undefined)) throw new UsageError("--draft-quantize and --draft-tokens need --draft-model");
   // every option is checked before the model starts loading: a usage error must not wait for the load
   const serverOptions = {
     host: optionalNonEmpty(values, "host", "an address such as 127.0.0.1 (0.0.0.0 for every interface)"),
@@ -121,14 +135,20 @@ export async function runServe(argv: string[]): Promise<void> {
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
     log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS,
+    ...(draftTokens !== undefined ? { draftTokens } : {}),
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
-  const load = resolveModelReference(modelRef).then((path): Promise<Model | EmbeddingModel> =>
+  // a draft model not found is named by its flag before the model loads
+  const draftFile = draftRef === undefined ? undefined : modelNamedBy("--draft-model", draftRef);
+  const target = Promise.all([resolveModelReference(modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
     loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
-  const server = await startServer(load, serverOptions);
+  const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }));
+  // (the server is loading until both are loaded; a draft refused fails the start as the model's refusal does)
+  const load = draft ? Promise.all([target, draft]).then(([model]) => model) : target;
+  const server = await startServer(load, { ...serverOptions, ...(draft ? { draftModel: draft } : {}) });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;
   try {
@@ -147,12 +167,34 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   const { model } = loaded;
   if ("embed" in model) process.stderr.write(`tsllm serve: ready: embeddings from ${model.info.hfArchitecture}, ${model.dimensions} dimensions, up to ${model.maxTokens} tokens an input\n`);
-  else process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens (load ${model.loadMs.toFixed(0)} ms)\n`);
+  else process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens${draftRef === undefined ? "" : `, drafting with ${draftRef}`} (load ${model.loadMs.toFixed(0)} ms)\n`);
   const signal = await stopped;
   process.stderr.write(`tsllm serve: ${signal}: draining the requests in flight (up to ${graceMs} ms)\n`);
   await server.close(graceMs);
   model.dispose();
+  (await draft)?.dispose();
   process.stderr.write("tsllm serve: stopped\n");
+}
+
+/**
+ * --draft-model, loaded as the model was (its backend, threads, cache types, the --quantize of
+ * --draft-quantize) for the model's context, and held to the library's rule, the model's
+ * vocabulary, here: refused in one line naming both files before the server takes requests
+ * (each request would otherwise be refused, naming neither). The draft's own KV pool stays
+ * unused: its caches come from the pool the model's engine keeps for it, within --kv-memory
+ */
+async function loadDraft(model: Model | EmbeddingModel, file: string, options: LoadModelOptions): Promise<Model> {
+  if ("embed" in model) throw new UsageError(`--draft-model: --model ${model.path} is an embedding model, which generates nothing to draft for`);
+  const draft = await loadModel(file, { ...options, contextSize: model.contextSize, maxSequences: 1 }).catch((e: unknown) => {
+    // (named by its flag: the message names its file, but not that it is the draft)
+    if (e instanceof Error) e.message = `--draft-model: ${e.message}`;
+    return loadRefusalInFlagWords(e);
+  });
+  if (draft.info.vocabSize !== model.info.vocabSize) {
+    draft.dispose();
+    throw new UsageError(`--draft-model ${file}: its vocabulary has ${draft.info.vocabSize} tokens, --model ${model.path}'s ${model.info.vocabSize}: a draft model must share the model's vocabulary`);
+  }
+  return draft;
 }
 
 /**

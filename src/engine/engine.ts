@@ -87,6 +87,16 @@ export interface EngineStats {
   readonly draftPasses: number;
   /** token rows the draft passes were given, all requests together (a failed pass's included) */
   readonly draftRowsComputed: number;
+  /**
+   * tokens proposed to speculative requests' verifications (by a draft model or prompt lookup),
+   * counted when each request ends, finished or cancelled, as llama-server counts a slot's drafts
+   * when it is released (a request that failed adds none)
+   */
+  readonly draftTokensProposed: number;
+  /** of draftTokensProposed, those the target accepted */
+  readonly draftTokensAccepted: number;
+  /** speculative rounds, each one verification of a proposal by the target (llama-server's draft verification steps; a prompt lookup's empty proposal's round included), counted as draftTokensProposed */
+  readonly draftRounds: number;
   /** the KV pool; undefined until the first request allocates it */
   readonly kv: KVPoolStats | undefined;
   /** tokens the KV pool holds */
@@ -126,6 +136,9 @@ export class Engine {
   private rowsComputed = 0;
   private draftPasses = 0;
   private draftRowsComputed = 0;
+  private draftTokensProposed = 0;
+  private draftTokensAccepted = 0;
+  private draftRounds = 0;
   private peakStepSequences = 0;
   private cachedPromptTokens = 0;
   private prefilledPromptTokens = 0;
@@ -212,7 +225,8 @@ export class Engine {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
       cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, preemptions: this.scheduler?.preemptions ?? 0,
-      draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
+      draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed,
+      draftTokensProposed: this.draftTokensProposed, draftTokensAccepted: this.draftTokensAccepted, draftRounds: this.draftRounds, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
     };
   }
@@ -285,6 +299,8 @@ export class Engine {
       const off = this.watch(signal);
       request.outcome.then(off, off);
     }
+    // (its end's outcome holds its rounds' counts; this runs before its caller's own reading of the outcome)
+    if (params.decoding.kind === "speculative") request.outcome.then((o) => this.countDrafts(o.extra.speculative), () => undefined);
     this.kick();
     return request;
   }
@@ -606,6 +622,14 @@ export class Engine {
   }
 
   /** the request leaves the scheduler (its blocks back to the pool) and settles */
+  /** an ended speculative request's proposals, into the stats */
+  private countDrafts(s: { drafted: number; accepted: number; rounds: number } | undefined): void {
+    if (!s) return;
+    this.draftTokensProposed += s.drafted;
+    this.draftTokensAccepted += s.accepted;
+    this.draftRounds += s.rounds;
+  }
+
   private end(request: EngineRequest, error?: unknown): void {
     this.scheduler!.remove(request);
     request.strategy.release?.();

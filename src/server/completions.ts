@@ -174,11 +174,31 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const kv = model.engine.stats.kvCapacityTokens;
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((kv - longest) / n) - 32));
   }
+  draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body),
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/**
+ * The server's draft model for a request that can draft with it: one choice (n and best_of 1),
+ * no logprobs of its tokens or its prompt's, a token to generate. llama-server's
+ * `speculative.n_max` (a flat key, as its requests give it) sets the tokens proposed a round, 0
+ * none; its `speculative.n_min` and `speculative.p_min` are not taken: the draft proposes n_max
+ * tokens a round, cut short only by the reply's end. Speculation changes no answer (greedy tokens
+ * are the model's own, sampled ones follow the rejection rule), only how fast it comes
+ */
+function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): void {
+  // (checked with a draft or without, as any parameter is: a client's malformed one is its 400 on every server)
+  const nMax = optNumber(body, "speculative.n_max", { integer: true, min: 0 });
+  const draft = ctx.draft;
+  if (!draft || nMax === 0 || (options.n ?? 1) > 1 || options.logprobs !== undefined || options.promptLogprobs !== undefined || !options.maxTokens) return;
+  options.draftModel = draft.model;
+  // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
+  const tokens = nMax ?? draft.tokens;
+  if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */

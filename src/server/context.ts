@@ -20,6 +20,8 @@ export interface ServeContext {
   readonly settings: SettingNames;
   /** chat templates' extra variables for every request (ServeOptions.chatTemplateKwargs), under each request's chat_template_kwargs */
   readonly templateKwargs: Readonly<Record<string, unknown>>;
+  /** the draft model the requests that can draft with (ServeOptions.draftModel), and the tokens it proposes a round (undefined: the engine's default) */
+  readonly draft?: { readonly model: Model; readonly tokens: number | undefined };
   /** the chat template (throws a 400 when the model has none) */
   formatter(): ChatFormatter;
   /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */

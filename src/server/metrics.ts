@@ -99,10 +99,14 @@ export class Metrics {
     metric("tsllm_preemptions_total", "counter", "Requests preempted when the KV cache ran out (their blocks freed; each recomputed later from its prompt and tokens so far, its stream going on where it was), each time counted.", [["", engine.preemptions]]);
     metric("tsllm_requests_abandoned_in_queue_total", "counter", "Generations that ended while waiting for room in the engine, never run (their client left, or the server refused them at shutdown); not in tsllm_request_queue_time_seconds.", [["", this.abandonedInQueue]]);
     metric("tsllm_engine_steps_total", "counter", "Engine steps (one forward pass over every scheduled sequence each).", [["", engine.steps]]);
-    // (llama-server has no counterpart: its server_metrics' n_draft_tokens_total / n_draft_accepted_total /
-    // n_draft_verif_steps_total count tokens proposed and accepted and the target's verifying steps, not the draft model's passes)
+    // (llama-server has no counterpart of these two: its counters below count tokens proposed and accepted and the target's verifying steps, not the draft model's passes)
     metric("tsllm_draft_passes_total", "counter", "Forward passes of draft models for speculative requests (one per draft position for all the requests of a step drafting with the same model, batched; one per request where a batched pass failed and each was run again alone).", [["", engine.draftPasses]]);
     metric("tsllm_draft_rows_total", "counter", "Token rows the draft models' passes computed, all requests together.", [["", engine.draftRowsComputed]]);
+    // counted as llama-server counts them (and vLLM, whose names its spec_decode_* ones are): each request's when it ends
+    const drafted = "speculative requests that ended (finished or cancelled; a failed one adds none)";
+    metric("tsllm_draft_tokens_total", "counter", `Tokens proposed for the target to verify (by the draft model or prompt lookup), over the ${drafted}.`, [["", engine.draftTokensProposed]]);
+    metric("tsllm_draft_tokens_accepted_total", "counter", `Proposed tokens the target accepted, over the ${drafted}.`, [["", engine.draftTokensAccepted]]);
+    metric("tsllm_draft_rounds_total", "counter", `Speculative rounds (one verification of a proposal by the target each), over the ${drafted}.`, [["", engine.draftRounds]]);
     metric("tsllm_requests_running", "gauge", "Requests the engine is running.", [["", engine.running]]);
     metric("tsllm_requests_waiting", "gauge", "Requests waiting for room in the engine.", [["", engine.waiting]]);
     // a request's blocks are given back when the engine ends it, before its answer's last bytes are
@@ -122,6 +126,9 @@ export class Metrics {
     metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.generationTokens]]);
     metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time (ended requests: from the first token to the last).", [["", this.decodeSeconds]]);
     metric("llamacpp:n_decode_total", "counter", "Total number of engine steps (llama_decode() calls).", [["", engine.steps]]);
+    metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (as tsllm_draft_tokens_total).", [["", engine.draftTokensProposed]]);
+    metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Proposed tokens the target model accepted (as tsllm_draft_tokens_accepted_total).", [["", engine.draftTokensAccepted]]);
+    metric("llamacpp:spec_decode_num_drafts_total", "counter", "Verifications of proposals by the target model (as tsllm_draft_rounds_total).", [["", engine.draftRounds]]);
     metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", [["", this.promptSeconds > 0 ? computedPromptTokens / this.promptSeconds : 0]]);
     metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", [["", this.decodeSeconds > 0 ? this.generationTokens / this.decodeSeconds : 0]]);
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", [["", engine.running]]);

@@ -43,7 +43,7 @@ export function usageOf(results: readonly GenerationResult[]): Usage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
 }
 
-/** llama.cpp server's `timings` object (of the first prompt), with TTFT and queue time added */
+/** llama.cpp server's `timings` object (of the first prompt), with TTFT and queue time added, and its draft counts where the request drafted */
 export function timingsOf(r: GenerationResult): Record<string, number> {
   const t = r.timings;
   const promptMs = Math.max(0, t.prefillMs - t.queueMs);
@@ -62,6 +62,8 @@ export function timingsOf(r: GenerationResult): Record<string, number> {
     ttft_ms: t.ttftMs,
     queue_ms: t.queueMs,
     total_ms: t.totalMs,
+    // (as llama-server's, where the request drafted)
+    ...(r.speculative ? { draft_n: r.speculative.drafted, draft_n_accepted: r.speculative.accepted } : {}),
   };
 }
 
