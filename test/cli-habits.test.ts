@@ -87,6 +87,18 @@ test("an empty --stop (generate, chat) is one line naming the flag before any mo
   }
 });
 
+test("download / rm / ls with an empty --revision, --token or --cache (\"$REV\" unset): one line naming the flag, exit 2, nothing fetched or removed", () => {
+  for (const [args, expected] of [
+    [["download", "org/name", "--revision", ""], "--revision is empty; give a branch, tag or commit or leave the option out"],
+    [["download", "org/name", "--token", ""], "--token is empty; give a Hugging Face access token or leave the option out"],
+    [["rm", "org/name", "--revision", ""], "--revision is empty; give the revision (branch, tag or commit) to remove or leave the option out"],
+    [["rm", "org/name", "--cache", ""], "--cache is empty; give the cache folder or leave the option out"],
+    [["ls", "--cache", ""], "--cache is empty; give the cache folder or leave the option out"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")

@@ -1,6 +1,6 @@
 import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
-import { flag, optionalString, parseWithPositionals, strings, UsageError } from "./args.js";
+import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError } from "./args.js";
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
                       [--token T] [--source hf|modelscope] [--offline] [--quiet] [--json]
@@ -43,10 +43,11 @@ export async function runDownload(argv: string[]): Promise<void> {
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
   const result = await downloadModel(positionals[0]!, {
     source: source as HubSourceName,
-    revision: optionalString(values, "revision"),
+    // "$REV" or "$HF_TOKEN" unset: one line naming the flag, not "a/b: empty revision" from the hub client
+    revision: optionalNonEmpty(values, "revision", "a branch, tag or commit"),
     include: strings(values, "include"),
     exclude: strings(values, "exclude"),
-    token: optionalString(values, "token"),
+    token: optionalNonEmpty(values, "token", "a Hugging Face access token"),
     offline: flag(values, "offline") ? true : undefined,
     refresh: true,
     onProgress: flag(values, "quiet") ? undefined : progressReporter(process.stderr),

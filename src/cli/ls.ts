@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { sep } from "node:path";
 import { defaultCacheDir, listCachedRepos, type HubSourceName } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
-import { flag, optionalString, parse, UsageError, type OptionSpec } from "./args.js";
+import { flag, optionalNonEmpty, optionalString, parse, UsageError, type OptionSpec } from "./args.js";
 
 export const lsHelp = `Usage: tsllm ls [--json] [--source hf|modelscope] [--cache DIR]
 
@@ -24,7 +24,7 @@ A damaged repo is listed with what can be read; each damage is named on stderr
 export function cacheRootFromOptions(values: ReturnType<typeof parse>): string {
   const source = optionalString(values, "source") ?? "hf";
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
-  const given = optionalString(values, "cache");
+  const given = optionalNonEmpty(values, "cache", "the cache folder");
   // a mistyped --cache read as an empty cache ("no models in /typo") would pass for the truth;
   // huggingface_hub's scan_cache_dir refuses a folder that is not there (CacheNotFound). The
   // default cache may be absent: nothing was downloaded yet

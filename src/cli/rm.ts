@@ -1,6 +1,6 @@
 import { removeCachedRepo } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
-import { flag, optionalString, parseWithPositionals, UsageError } from "./args.js";
+import { flag, optionalNonEmpty, parseWithPositionals, UsageError } from "./args.js";
 import { cacheRootFromOptions } from "./ls.js";
 
 export const rmHelp = `Usage: tsllm rm REPO [--revision R] [--source hf|modelscope] [--cache DIR]
@@ -20,6 +20,6 @@ export async function runRm(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(rmHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`rm expects one repo (org/name), got ${positionals.length}`);
   const root = cacheRootFromOptions(values);
-  const r = await removeCachedRepo(root, positionals[0]!, optionalString(values, "revision"));
+  const r = await removeCachedRepo(root, positionals[0]!, optionalNonEmpty(values, "revision", "the revision (branch, tag or commit) to remove"));
   process.stdout.write(`removed ${r.repo}${r.commit ? `@${r.commit}` : ""} (${formatBytes(r.freedBytes)} freed)\n`);
 }
