@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo } from "../src/hub/cache-admin.js";
 import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
-import { blobName, FakeHub, randomBytes, type FakeFile } from "./helpers/hub-fake.js";
+import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
@@ -276,4 +276,29 @@ test("rm takes a commit by the short id ls prints (a unique prefix, as git does)
   assert.equal(removed.code, 0, removed.stderr);
   assert.equal(removed.stdout, `removed acme/a@${C1} (3 B freed)\n`);
   assert.deepEqual(listCachedRepos(cache)[0]!.revisions.map((r) => r.commit), [C1b, C2]);
+});
+
+test("rm of a repo a download is writing into is refused naming the process; once that process is gone, rm removes it", async () => {
+  const cache = join(dir, "rm-busy");
+  const big: FakeFile = { path: "big-Q8_0.gguf", content: randomBytes(2_000_000, 3) };
+  hub.add({ repo: "acme/busy", commit: C1, files: [big] });
+  hub.stallMidway.set(sha256(big.content), 1); // the download stops mid-file and waits, holding its lock
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+  const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/busy:Q8_0", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: "ignore" });
+  const exited = new Promise((done) => download.on("close", done));
+  try {
+    const partial = join(cache, "models--acme--busy", "blobs", `${blobName(big)}.incomplete`);
+    while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000)) await new Promise((r) => setTimeout(r, 50));
+    const lock = join(cache, ".locks", "models--acme--busy", `${blobName(big)}.tsllm.lock`);
+    const busy = await tsllm(["rm", "acme/busy"], env);
+    assert.equal(busy.code, 1);
+    assert.equal(busy.stderr, `tsllm: error: acme/busy is being downloaded by process ${download.pid} (it holds ${lock}); wait for it to finish or stop it, then run rm again\n`);
+    assert.ok(existsSync(partial), "the download's partial file is kept");
+  } finally {
+    download.kill("SIGKILL");
+    await exited;
+  }
+  const gone = await tsllm(["rm", "acme/busy"], env);
+  assert.equal(gone.code, 0, gone.stderr);
+  assert.ok(!existsSync(join(cache, "models--acme--busy")));
 });

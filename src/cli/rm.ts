@@ -6,7 +6,8 @@ import { cacheRootFromOptions } from "./ls.js";
 export const rmHelp = `Usage: tsllm rm REPO [--revision R] [--source hf|modelscope] [--cache DIR]
 
 Removes a model from the Hugging Face cache: the whole repo folder, or with --revision (or
-REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses.
+REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses. A repo that
+a tsllm download is writing into is left alone until that download ends.
 
   --revision R    a branch, tag or commit of the repo (a commit's short id, as tsllm ls prints it, will do)
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)

@@ -3,6 +3,7 @@ import { rm } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { RepoCache, repoFolderName } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
+import { liveHolder } from "./lock.js";
 import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
 
 /**
@@ -221,10 +222,19 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
   }
   const cache = new RepoCache(root, repo);
+  // a download in progress holds a lock per blob: removing under it loses its work and leaves it
+  // failing on a folder gone, or linking a blob this removal deletes (a broken snapshot)
+  const locks = join(root, ".locks", repoFolderName(repo));
+  if (existsSync(locks) && lstatSync(locks).isDirectory()) {
+    for (const name of readdirSync(locks)) {
+      if (!name.endsWith(".tsllm.lock")) continue;
+      const holder = liveHolder(join(locks, name));
+      if (holder) throw new HubError("busy", `${repo} is being downloaded by ${holder} (it holds ${join(locks, name)}); wait for it to finish or stop it, then run rm again`);
+    }
+  }
   const removeRepo = async (): Promise<RemoveResult> => {
     const bytes = scanned.sizeOnDisk + scanned.unreferencedBytes;
     await rm(scanned.dir, { recursive: true, force: true });
-    const locks = join(root, ".locks", repoFolderName(repo));
     if (existsSync(locks) && !lstatSync(locks).isSymbolicLink()) await rm(locks, { recursive: true, force: true });
     return { repo, removed: [scanned.dir], freedBytes: bytes };
   };

@@ -9,6 +9,7 @@ export type HubErrorCode =
   | "checksum" // size, sha256 or git blob sha1 of a downloaded file does not match the server's
   | "disk" // the cache cannot hold or write the file (no space, quota, read-only, permissions)
   | "no-match" // :QUANT / include globs selected nothing (or too much)
+  | "busy" // another process is downloading into the repo that was to be removed
   | "network" // connection failures and 5xx after the retries
   | "protocol"; // the server answered something we cannot use
 

@@ -125,3 +125,15 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal
     heldHere.delete(token);
   }
 }
+
+/**
+ * The process holding the lock file at `path` now, as `<pid> <host>`, or undefined when there is
+ * no lock or its holder is gone (dead, or silent past the heartbeat): how a cache removal tells a
+ * download in progress from one that died.
+ */
+export function liveHolder(path: string): string | undefined {
+  const held = readHolder(path);
+  if (!held || isStale(held)) return undefined;
+  const [pid, host] = held.token.split(" ");
+  return host && host !== HOST ? `process ${pid} on ${host}` : `process ${pid}`;
+}
