@@ -187,6 +187,19 @@ describe("offline mode", () => {
     await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
     await assert.rejects(downloadModel("acme/tiny-GGUF:Q4_K_M", opts(cache, { offline: true })), { code: "offline-miss" });
   });
+
+  test("offline, a cached snapshot whose GGUF lost its blob is named as damaged, not as never downloaded", async () => {
+    const cache = tmp();
+    await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    const gguf = file(ggufFiles, "tiny-Q8_0.gguf");
+    rmSync(join(cache, "models--acme--tiny-GGUF", "blobs", blobName(gguf))); // a cleaner took the blob, the snapshot's link stays
+    const snapshot = join(cache, "models--acme--tiny-GGUF", "snapshots", GGUF_COMMIT);
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { offline: true })), (e: HubError) => e.code === "offline-miss"
+      && e.message === `acme/tiny-GGUF@main:Q8_0 cannot be served from the cache: its snapshot ${snapshot} is damaged (tiny-Q8_0.gguf: its blob is missing (a broken link)) and offline mode is on (HF_HUB_OFFLINE=1): download it again while online, e.g. tsllm download acme/tiny-GGUF@main:Q8_0`);
+    // online it is fetched again
+    const again = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    assert.deepEqual(readFileSync(again.path), gguf.content);
+  });
 });
 
 describe("integrity", () => {

@@ -219,6 +219,13 @@ export async function downloadModel(reference: string | HubReference, options: D
   if (cached && (offline || asIs || options.refresh === false)) return cached;
   if (offline) {
     const refFile = cache.refPath(revision);
+    // a snapshot whose files lost their blobs (deleted by hand, a cleaner) is there but cannot serve: say which
+    const commit = existsSync(cache.dir) ? cache.cachedCommit(revision) : undefined;
+    const broken: string[] = [];
+    if (commit) cache.listSnapshot(commit, (file, why) => broken.push(`${file}: ${why}`));
+    if (commit && broken.length > 0) {
+      throw new HubError("offline-miss", `${context} cannot be served from the cache: its snapshot ${cache.snapshotDir(commit)} is damaged (${broken.join("; ")}) and offline mode is on (HF_HUB_OFFLINE=1): download it again while online, e.g. tsllm download ${context}`);
+    }
     const damaged = existsSync(refFile) && cache.refCommit(revision) === undefined ? ` (its ref file ${refFile} is damaged: it names no commit)` : "";
     throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir})${damaged} and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
   }
