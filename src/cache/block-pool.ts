@@ -36,6 +36,9 @@ const MAX_BYTES = 8 * 2 ** 30;
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
+/** what the pool's allocation refusal proposes, in the library's option names (a caller words it in its own: refusalInTerms' kvAllocation) */
+export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)";
+
 export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes">;
 
 /** the sizes K/V storage depends on */
@@ -429,7 +432,7 @@ export class KVBlockPool {
     } catch (e) {
       const positions = blocks * this.blockSize;
       throw new Error(
-        `KV cache: ${positions} positions (${blocks} blocks of ${this.blockSize}) need ${formatBytes(floats * 4)} in one layer's K or V array (${formatBytes(this.bytesFor(blocks))} for all layers, cache types ${this.types.k}/${this.types.v}), which the backend cannot allocate: ${(e as Error).message}; lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)`,
+        `KV cache: ${positions} positions (${blocks} blocks of ${this.blockSize}) need ${formatBytes(floats * 4)} in one layer's K or V array (${formatBytes(this.bytesFor(blocks))} for all layers, cache types ${this.types.k}/${this.types.v}), which the backend cannot allocate: ${(e as Error).message}; ${KV_ALLOCATION_REMEDY}`,
         { cause: e },
       );
     }

@@ -103,8 +103,9 @@ export const SERVE_ARGS: OptionSpec = {
 };
 
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
-const SETTING_FLAGS: SettingNames = {
+export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE",
+  cacheTypes: "--cache-type-k / --cache-type-v",
 };
 
 export async function runServe(argv: string[]): Promise<void> {

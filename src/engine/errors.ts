@@ -1,3 +1,4 @@
+import { KV_ALLOCATION_REMEDY } from "../cache/index.js";
 import { OptionError } from "../units/index.js";
 
 /**
@@ -56,6 +57,8 @@ export interface RefusalTerms {
   readonly kvBudget?: (bytes: number) => string;
   /** in place of the margin-given-up warning's "(memoryMargin, --memory-margin)": what sets the margin */
   readonly memoryMargin?: string;
+  /** in place of the KV pool's allocation refusal's remedy (KV_ALLOCATION_REMEDY: "lower contextSize (--ctx-size), kvCacheBytes or ...") */
+  readonly kvAllocation?: string;
 }
 
 /** the remedies as the engine's refusals word them (engine.ts, scheduler.ts) */
@@ -86,5 +89,6 @@ export function refusalInTerms(message: string, terms: RefusalTerms): string {
   if (context !== undefined) out = out.replace(/positions \(contextSize (\d+)\)/g, (_, n: string) => `positions (${context(Number(n))})`);
   if (kvBudget !== undefined) out = out.replace(/\(kvCacheBytes (\d+), --kv-memory\)/g, (_, n: string) => `(${kvBudget(Number(n))})`);
   if (memoryMargin !== undefined) out = out.replace(/\(memoryMargin, --memory-margin\)/g, () => `(${memoryMargin})`);
+  if (terms.kvAllocation !== undefined) out = out.replace(KV_ALLOCATION_REMEDY, () => terms.kvAllocation!);
   return out.replace(/ or \u0000|\u0000 or /g, "").replace(/: try \u0000/g, "").replaceAll(DROPPED, "");
 }

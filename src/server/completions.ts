@@ -10,6 +10,7 @@ import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, opt
 import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
+import type { SettingNames } from "./setting-names.js";
 
 type Kind = "chat" | "text";
 
@@ -288,7 +289,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   try {
     all = await results(ctx, runs);
   } catch (e) {
-    throw failure(job, e);
+    throw failure(job, e, ctx.settings);
   }
   if (res.destroyed) return;
   const cancelled = cancellation(signal);
@@ -325,9 +326,9 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
  * output reaches them) is the request's fault, a 400 naming the parameter that gave it; anything
  * else is a 500.
  */
-function failure(job: Job, e: unknown): ApiError {
+function failure(job: Job, e: unknown, settings: SettingNames): ApiError {
   if (e instanceof GrammarError && job.constraintParam) return invalid(job.constraintParam, `'${job.constraintParam}': the grammar cannot be followed: ${e.message}`);
-  return internal(e);
+  return internal(e, settings);
 }
 
 /** each run's events, tagged with the run's index, as they come */
@@ -462,7 +463,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     const cancelled = cancellation(signal);
     if (cancelled && ended < total && !sse.gone) throw cancelled;
   } catch (e) {
-    const err = failure(job, e);
+    const err = failure(job, e, ctx.settings);
     // nothing sent yet: the failure is the answer, with its status and headers (a shutdown's 503 and Retry-After)
     if (!sse.begun) {
       sse.release();

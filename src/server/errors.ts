@@ -97,10 +97,19 @@ function inServerTerms(message: string, maxTokens: string, settings: SettingName
   });
 }
 
-/** a 500 for an error inside the server or the engine */
-export function internal(e: unknown): ApiError {
+/**
+ * a 500 for an error inside the server or the engine; with `settings`, a remedy it proposes in the
+ * operator's words (the KV pool's allocation refusal: `tsllm serve`'s --ctx-size, --kv-memory, ...)
+ */
+export function internal(e: unknown, settings?: SettingNames): ApiError {
   if (e instanceof ApiError) return e;
-  const err = new ApiError(500, `the request failed inside the server: ${e instanceof Error ? e.message : String(e)}`, "server_error", null, "internal_error");
+  let message = e instanceof Error ? e.message : String(e);
+  if (settings) {
+    message = refusalInTerms(message, {
+      kvAllocation: `lower ${settings.contextSize}, ${settings.kvCacheBytes} or ${settings.maxSequences}, or store the cache smaller (${settings.cacheTypes} f16 or q8_0)`,
+    });
+  }
+  const err = new ApiError(500, `the request failed inside the server: ${message}`, "server_error", null, "internal_error");
   // what the operator's log shows (ServeOptions.log): where it failed, which the client is not told
   err.cause = e;
   return err;
