@@ -118,11 +118,31 @@ function propertyRanges(body: string): Ranges | undefined {
 
 const hex = (c: number): string => (c <= 0xffff ? `\\u${c.toString(16).padStart(4, "0")}` : `\\U${c.toString(16).padStart(8, "0")}`);
 
-/** ranges minus other ranges */
+/** ranges sorted, overlapping and adjacent ones joined */
+function merged(ranges: Ranges): Ranges {
+  const out: Ranges = [];
+  for (const [a, b] of [...ranges].sort((x, y) => x[0] - y[0])) {
+    const last = out[out.length - 1];
+    if (last !== undefined && a <= last[1] + 1) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
+  }
+  return out;
+}
+
+/** ranges minus other ranges, sorted (one sweep: a Unicode property's hundreds of ranges are cut at once) */
 function subtract(ranges: Ranges, minus: Ranges): Ranges {
-  let out: Ranges = ranges.map(([a, b]) => [a, b]);
-  for (const [lo, hi] of minus) {
-    out = out.flatMap(([a, b]): Ranges => (hi < a || lo > b ? [[a, b]] : [...(a < lo ? [[a, lo - 1] as [number, number]] : []), ...(b > hi ? [[hi + 1, b] as [number, number]] : [])]));
+  const cut = merged(minus);
+  const out: Ranges = [];
+  let j = 0;
+  for (const [a, b] of merged(ranges)) {
+    let from = a;
+    while (j < cut.length && cut[j]![1] < from) j++;
+    for (let k = j; k < cut.length && cut[k]![0] <= b && from <= b; k++) {
+      const [lo, hi] = cut[k]!;
+      if (lo > from) out.push([from, lo - 1]);
+      from = Math.max(from, hi + 1);
+    }
+    if (from <= b) out.push([from, b]);
   }
   return out;
 }
