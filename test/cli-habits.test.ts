@@ -99,6 +99,22 @@ test("download / rm / ls with an empty --revision, --token or --cache (\"$REV\" 
   }
 });
 
+test("an empty file or model flag (\"$FILE\" unset: --file, --chat-template, --draft-model, --base) is one line naming the flag, exit 2, not \"--file : no such file\"", { skip }, () => {
+  const file = "--file is empty; give a file name", model = (flag: string) => `${flag} is empty; give a .gguf file, a model folder or a Hub reference org/name`;
+  for (const [args, expected] of [
+    [["generate", "--model", "x.gguf", "--file", ""], file],
+    [["perplexity", "--model", "x.gguf", "--file", ""], "--file is required"],
+    [["tokenize", "--model", "x.gguf", "--file", ""], file],
+    // the template is read once the model is found
+    [["generate", "--model", sharedFile(MODEL)!, "--prompt", "hi", "--chat", "--chat-template", ""], "--chat-template is empty; give a file name"],
+    [["chat", "--model", sharedFile(MODEL)!, "--chat-template", ""], "--chat-template is empty; give a file name"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--draft-model", ""], model("--draft-model")],
+    [["perplexity", "--model", sharedFile(MODEL)!, "--file", "-", "--kl-divergence", "--base", ""], model("--base")],
+  ] as const) {
+    assert.deepEqual(tsllm([...args], "text"), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")

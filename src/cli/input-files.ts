@@ -128,6 +128,8 @@ export function utf8Lines(input: Readable, where: string): { text: PassThrough; 
  * as a --model that is not found: the command line was well formed, the file is not usable).
  */
 export function readTextFile(path: string, flag: string): string {
+  // "$FILE" unset: "--file : no such file" named the flag with a blank where the path goes
+  if (path === "") throw new UsageError(`${flag} is empty; give a file name`);
   const where = `${flag} ${path}`;
   let bytes: Buffer;
   try {
@@ -162,6 +164,7 @@ export async function readTextInput(path: string, flag: string): Promise<string>
  * failure was Node's "ENOENT: no such file or directory, open '...'", which names no option.
  */
 export function existingFile(path: string, flag: string): string {
+  if (path === "") throw new UsageError(`${flag} is empty; give a file name`);
   const where = `${flag} ${path}`;
   let isFolder: boolean;
   try {
@@ -185,6 +188,7 @@ export function vocabOption(values: ParsedValues): string | undefined {
  * one was "model not found: ..." after the first model had loaded, naming no flag.
  */
 export function modelNamedBy(flag: string, ref: string): Promise<string> {
+  if (ref === "") return Promise.reject(new UsageError(`${flag} is empty; give a .gguf file, a model folder or a Hub reference org/name`));
   return resolveModelReference(ref).catch((e: unknown) => {
     throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
   });

@@ -25,7 +25,6 @@ export async function runTokenize(argv: string[]): Promise<void> {
   const path = requireString(values, "model");
   const given = optionalString(values, "text"), file = optionalString(values, "file");
   if (given !== undefined && file !== undefined) throw new UsageError("--text and --file both give the text; give one");
-  if (file === "") throw new UsageError("--file is empty; give a text file, or - for stdin");
   // llama-tokenize -f FILE (and --stdin): the text read as it is, a final line break included
   const text = file === undefined ? given : await readTextInput(file, "--file");
   if (text === undefined) throw new UsageError("--text is required (or --file FILE; --file - reads stdin)");
