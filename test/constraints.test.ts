@@ -11,6 +11,7 @@ import { Rng } from "../src/testing/rng.js";
 import { loadModel, type Model } from "../src/index.js";
 import { anyJsonGbnf, GrammarMatcher, jsonSchemaToGbnf, parseGbnf, regexToGbnf, type Grammar, type JsonSchema } from "../src/sampling/constraints/index.js";
 import { matchesChar } from "../src/sampling/constraints/grammar.js";
+import { cachedUnicodeProperties } from "../src/sampling/constraints/regex.js";
 import { utf8Grammar } from "../src/sampling/constraints/utf8-grammar.js";
 import { tinyQwen2, writeRandomModel } from "../src/testing/index.js";
 import { constraintTexts } from "./helpers/constraint-texts.js";
@@ -845,6 +846,10 @@ test("pattern: Unicode property escapes \\p{...} / \\P{...} (General_Category, S
     assert.throws(() => newAjv2020().compile({ type: "string", pattern }), /pattern|Invalid/, pattern);
     assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), (e: Error) => e.message.startsWith(`#/pattern: regex ${JSON.stringify(pattern)}, at ${at}: ${what}`) && !e.message.includes("\n"), pattern);
   }
+  // made-up property names (a server's requests can send any) leave nothing behind: only known properties' ranges are kept
+  const kept = cachedUnicodeProperties();
+  for (let i = 0; i < 50; i++) assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern: `\\p{Made_Up_${i}}` }), /not a Unicode property/);
+  assert.equal(cachedUnicodeProperties(), kept);
   // a class escape that starts a range is no class with the u flag (ajv refuses the schema); it was read as the escape, "-" and the end
   for (const pattern of ["^[\\p{L}-z]$", "^[\\d-z]$", "^[a\\s-\\d]$"]) {
     assert.throws(() => newAjv2020().compile({ type: "string", pattern }), /Invalid/, pattern);

@@ -75,7 +75,9 @@ let allCodePoints: string | undefined;
 const BMP_UNITS = 0x10000 - 0x800;
 /** the code point at a unit index of allCodePoints */
 const codePointAt = (i: number): number => (i < 0xd800 ? i : i < BMP_UNITS ? i + 0x800 : 0x10000 + (i - BMP_UNITS) / 2);
-const propertyCache = new Map<string, Ranges | undefined>();
+const propertyCache = new Map<string, Ranges>();
+/** how many Unicode properties' ranges are kept (for tests: a request's unknown names are not) */
+export const cachedUnicodeProperties = (): number => propertyCache.size;
 
 /**
  * The code points of a Unicode property escape's
@@ -112,7 +114,8 @@ function propertyRanges(body: string): Ranges | undefined {
     const one = new RegExp(`^\\p{${body}}$`, "u");
     for (let c = SURROGATES[0]; c <= SURROGATES[1]; c++) if (one.test(String.fromCharCode(c))) ranges.push([c, c]);
   }
-  propertyCache.set(body, ranges);
+  // (only properties the engine knows, a finite set: a request's made-up names are not kept)
+  if (ranges !== undefined) propertyCache.set(body, ranges);
   return ranges;
 }
 
