@@ -115,6 +115,18 @@ test("an empty file or model flag (\"$FILE\" unset: --file, --chat-template, --d
   }
 });
 
+test("an option left without its value, or a switch given one, is one line naming the option as typed (-fa, not --flash-attn), not Node's \"Option '--x <value>' argument missing\"", () => {
+  for (const [args, expected] of [
+    [["generate", "--model", "x.gguf", "-p"], "-p needs a value after it"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "-fa"], "-fa needs a value after it"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--seed"], "--seed needs a value after it"],
+    [["tokenize", "-m"], "-m needs a value after it"],
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--json=1"], "--json takes no value: give --json alone"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")

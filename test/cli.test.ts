@@ -45,7 +45,7 @@ test("a negative number given to an option is checked like any value, in one lin
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--max-tokens", "-3"], /^tsllm: error: --max-tokens must be >= 0, or -1 \/ -2 for no limit but the context; got -3$/],
     // (a negative --temperature is llama.cpp's greedy: accepted, test/cli-habits.test.ts)
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat-penalty", "-0.5"], /^tsllm: error: --repeat-penalty must be > 0, got -0.5$/],
-    [["generate", "--model"], /^tsllm: error: Option '--model <value>' argument missing$/],
+    [["generate", "--model"], /^tsllm: error: --model needs a value after it$/],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--cache-type-v", "q8_0", "--flash-attn", "off"], /^tsllm: error: --cache-type-v q8_0 needs flash attention \(llama.cpp's order for a block-format cache\): leave --flash-attn auto or on, or use f16 \/ f32$/],
     [["constructor"], /^tsllm: error: unknown command "constructor"/],
     [["__proto__"], /^tsllm: error: unknown command "__proto__"/],

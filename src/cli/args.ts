@@ -142,8 +142,8 @@ export function closest(name: string, names: Iterable<string>): string | undefin
   return best !== undefined && bestD <= Math.max(1, Math.floor(name.length / 3)) ? best : undefined;
 }
 
-function parseStrict(argv: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {
-  argv = llamaCppSpellings(argv, options);
+function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {
+  const argv = llamaCppSpellings(typed, options);
   const args: string[] = [];
   // what parseArgs would take for an option (or the end of options) rather than a value
   const isOption = (a: string) => a === "--" || a === "-h" || (a.startsWith("--") && (a === "--help" || Object.hasOwn(options, a.slice(2).split("=")[0]!)));
@@ -179,6 +179,17 @@ function parseStrict(argv: string[], options: OptionSpec, allowPositionals: bool
       const model = Object.hasOwn(options, "model") && !args.some((a) => a === "--model" || a.startsWith("--model="));
       throw new UsageError(`unexpected argument '${positional[1]}' (${model ? `the model is given as --model ${positional[1]}` : "this command takes options only; --help lists them"})`);
     }
+    // Node's "Option '--flash-attn <value>' argument missing" named the long option where -fa was
+    // typed: the option the user typed last (only the last can lack its value) is named as typed
+    const missing = /^Option '(--[^' ]+) <value>' argument missing/.exec((e as Error).message);
+    if (missing) {
+      const end = typed.indexOf("--");
+      const last = (end < 0 ? typed : typed.slice(0, end)).at(-1);
+      const name = last !== undefined && (last === missing[1] || `--${aliasTarget(last, options)}` === missing[1]) ? last : missing[1];
+      throw new UsageError(`${name} needs a value after it`);
+    }
+    const switchValue = /^Option '(--[^' ]+)' does not take an argument/.exec((e as Error).message);
+    if (switchValue) throw new UsageError(`${switchValue[1]} takes no value: give ${switchValue[1]} alone`);
     // its advice to write --name=-XYZ is on a later line
     const ambiguous = /^Option '(--[^']+)' argument is ambiguous/.exec((e as Error).message);
     if (ambiguous) throw new UsageError(`${ambiguous[1]} is followed by an option, not its value (for a value that is also an option's name, write ${ambiguous[1]}=VALUE)`);
