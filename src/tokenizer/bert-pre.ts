@@ -1,3 +1,4 @@
+import { normalizeForm } from "./normalize.js";
 import { SCAN_CHARS, type LongWordSteps } from "./word-run.js";
 
 /**
@@ -43,7 +44,7 @@ export function bertNormalize(text: string, o: BertNormalizeOptions): string {
     s += o.chineseChars && isChineseChar(cp) ? ` ${ch} ` : ch;
   }
   if (ascii) return o.lowercase ? s.toLowerCase() : s;
-  if (o.stripAccents) s = s.normalize("NFD").replace(MARK, "");
+  if (o.stripAccents) s = normalizeForm(s, "NFD").replace(MARK, "");
   if (o.lowercase) {
     // per character, like HF: no context-dependent rules such as the final-sigma form
     let lower = "";

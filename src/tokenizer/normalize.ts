@@ -13,8 +13,108 @@ export const PROMPT_NORMALIZATIONS: readonly PromptNormalization[] = ["none", "n
 export function normalizePrompt(text: string, form: PromptNormalization = "none"): string {
   switch (form) {
     case "none": return text;
-    case "nfc": return text.normalize("NFC");
-    case "nfkc": return text.normalize("NFKC");
+    case "nfc": return normalizeForm(text, "NFC");
+    case "nfkc": return normalizeForm(text, "NFKC");
     default: throw new OptionError(`normalize: expected one of ${PROMPT_NORMALIZATIONS.join(", ")}, got ${JSON.stringify(form)}`, "normalize");
   }
+}
+
+export type NormalizationForm = "NFC" | "NFD" | "NFKC" | "NFKD";
+
+/**
+ * marks, and the two half-width kana voicing marks (U+FF9E/F, whose compatibility decompositions
+ * are marks): the characters whose decompositions begin with a combining class other than 0. A
+ * run of them this long is put in canonical order here before String.prototype.normalize sees it.
+ */
+const LONG_MARK_RUN = /[\p{M}\uff9e\uff9f]{32,}/gu;
+
+/**
+ * `text.normalize(form)` without the time going quadratic in a long run of combining marks:
+ * V8's (ICU's) canonical reordering moves one mark at a time, so "a" + 80K marks of alternating
+ * combining classes took 2 s and a megabyte minutes, in one synchronous step. A long run is
+ * replaced by its decomposition (each character's NFD, or NFKD for the compatibility forms) in
+ * canonical order, a stable sort of each stretch between class-0 characters by combining class:
+ * the text's full decomposition is then the same characters in the same canonical order (a
+ * stretch of it sorted beforehand sorts to the same), so every form of it is the same, and what
+ * is left to reorder is already in order.
+ */
+export function normalizeForm(text: string, form: NormalizationForm): string {
+  LONG_MARK_RUN.lastIndex = 0;
+  let m = LONG_MARK_RUN.exec(text);
+  if (m === null) return text.normalize(form);
+  const compat = form === "NFKC" || form === "NFKD";
+  let ordered = "", at = 0;
+  for (; m !== null; m = LONG_MARK_RUN.exec(text)) {
+    ordered += text.slice(at, m.index) + canonicalOrder(m[0], compat);
+    at = m.index + m[0].length;
+  }
+  return (ordered + text.slice(at)).normalize(form);
+}
+
+/** per code point: its decomposition's code points (NFD, NFKD) */
+const DECOMPOSED = [new Map<number, number[]>(), new Map<number, number[]>()];
+/**
+ * per code point of a decomposition: its place in the order of combining classes (0: class 0);
+ * from what normalize() does to it beside U+0301 (class 230) and U+0316 (220)
+ */
+const CLASS_RANK = new Map<number, number>();
+let classOrder: string[] = [];
+
+/** whether NFD puts b before a: a's combining class is above b's, and b's is not 0 */
+const reorders = (a: string, b: string): boolean => (a + b).normalize("NFD") === b + a;
+
+function rankClass(cp: number): void {
+  const c = String.fromCodePoint(cp);
+  if (!(reorders(c, "\u0301") || reorders("\u0301", c) || reorders(c, "\u0316") || reorders("\u0316", c))) {
+    CLASS_RANK.set(cp, 0);
+    return;
+  }
+  // the non-starters seen so far ranked again with this one among them (few distinct ones)
+  classOrder.push(c);
+  classOrder = classOrder.sort((a, b) => (reorders(a, b) ? 1 : reorders(b, a) ? -1 : 0));
+  let rank = 0;
+  for (let i = 0; i < classOrder.length; i++) {
+    if (i === 0 || reorders(classOrder[i]!, classOrder[i - 1]!)) rank++;
+    CLASS_RANK.set(classOrder[i]!.codePointAt(0)!, rank);
+  }
+}
+
+/** a run's decomposition in canonical order (normalizeForm) */
+function canonicalOrder(run: string, compat: boolean): string {
+  const cache = DECOMPOSED[compat ? 1 : 0]!;
+  const decomposed: number[] = [];
+  for (let i = 0; i < run.length;) {
+    const cp = run.codePointAt(i)!;
+    i += cp > 0xffff ? 2 : 1;
+    let d = cache.get(cp);
+    if (d === undefined) {
+      cache.set(cp, (d = [...String.fromCodePoint(cp).normalize(compat ? "NFKD" : "NFD")].map((x) => x.codePointAt(0)!)));
+      // every rank known before any is used: a new class among them renumbers the others
+      for (const c of d) if (!CLASS_RANK.has(c)) rankClass(c);
+    }
+    for (let j = 0; j < d.length; j++) decomposed.push(d[j]!);
+  }
+  for (const d of cache.values()) for (const c of d) if (!CLASS_RANK.has(c)) rankClass(c);
+  const out: number[] = [];
+  // the non-starters since the last class-0 character, by rank
+  const buckets: number[][] = [];
+  let pending = 0;
+  const flush = () => {
+    for (const b of buckets) if (b !== undefined && b.length > 0) { for (let j = 0; j < b.length; j++) out.push(b[j]!); b.length = 0; }
+    pending = 0;
+  };
+  for (let i = 0; i < decomposed.length; i++) {
+    const c = decomposed[i]!, r = CLASS_RANK.get(c)!;
+    if (r > 0) {
+      (buckets[r] ??= []).push(c);
+      pending++;
+    } else {
+      if (pending > 0) flush();
+      out.push(c);
+    }
+  }
+  if (pending > 0) flush();
+  let text = "";
+  for (let i = 0; i < out.length; i += 4096) text += String.fromCodePoint(...out.slice(i, i + 4096));
+  return text;
 }

@@ -1,4 +1,5 @@
 import { isChineseChar } from "./bert-pre.js";
+import { normalizeForm } from "./normalize.js";
 import { byteLevelDecode } from "./byte-level.js";
 
 /**
@@ -44,7 +45,7 @@ export function wordPieceOffsets(text: string, pieces: readonly string[], o: Wor
     else if (OTHER.test(ch)) { /* dropped */ } else if (o.chineseChars && isChineseChar(cp)) push(` ${ch} `);
     else {
       let s = ch;
-      if (o.stripAccents) s = s.normalize("NFD").replace(MARK, "");
+      if (o.stripAccents) s = normalizeForm(s, "NFD").replace(MARK, "");
       if (o.lowercase) s = s.toLowerCase();
       push(s);
     }

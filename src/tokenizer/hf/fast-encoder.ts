@@ -1,4 +1,5 @@
 import { BPE, type MergeTable } from "../bpe.js";
+import { normalizeForm } from "../normalize.js";
 import { byteLevelEncode, ByteLevelCuts, LongByteLevelWords } from "../byte-level.js";
 import { PieceCursor } from "../pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "../special-split.js";
@@ -117,7 +118,7 @@ function bertNormalizer(config: JsonObject): Normalize {
       s = runStart === 0 ? s : out + s.slice(runStart);
     }
     if (lower) s = s.toLowerCase();
-    if (strip && /[^\x00-\x7f]/.test(s)) s = s.normalize("NFD").replace(/\p{Mn}/gu, "");
+    if (strip && /[^\x00-\x7f]/.test(s)) s = normalizeForm(s, "NFD").replace(/\p{Mn}/gu, "");
     return s;
   };
 }
@@ -189,7 +190,7 @@ function normalizerOf(node: unknown, library: LibraryPipeline["normalizer"]): { 
       }
       case "NFC": case "NFD": case "NFKC": case "NFKD": {
         const form = n.type;
-        return { f: (s) => s.normalize(form), cut: (ch) => stableStarter(ch) ? ch : undefined };
+        return { f: (s) => normalizeForm(s, form), cut: (ch) => stableStarter(ch) ? ch : undefined };
       }
       case "Lowercase": return { f: (s) => s.toLowerCase(), cut: (ch) => CASE_CONTEXT.test(ch) ? undefined : ch };
       case "Prepend": { const p = n.prepend; return typeof p === "string" ? { f: (s, first) => first ? p + s : s, cut: (ch) => ch } : undefined; }
