@@ -4,10 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import { kvBytesPerToken } from "../src/cache/index.js";
 import { loadModel } from "../src/index.js";
 import { ensureRandomModel, tinyQwen2 } from "../src/testing/index.js";
 import { runTsllm } from "./helpers/child.js";
-import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES } from "./helpers/serve.js";
+import { CHAT_TEMPLATE, post, serveStories, skipStories as skip, spawnServe, STORIES } from "./helpers/serve.js";
 import { sharedFile } from "./helpers/shared.js";
 import type { ServeChild } from "../src/bench/index.js";
 
@@ -148,5 +149,24 @@ test("EngineStats counts each ended speculative request's proposals, acceptances
   } finally {
     model.dispose();
     draft.dispose();
+  }
+});
+
+test("a server with a draft model takes a request whose KV room fits only without the draft's cache, answering it without drafting, as the server without a draft answers it", { skip }, async () => {
+  const draftModel = await loadModel(sharedFile(STORIES)!, { threads: 1, contextSize: 256, quantize: "q4_0" });
+  // a pool of 224 tokens: prompt 5 + max_tokens 100 fit; with the draft's cache beside them they do not
+  const { model, url, close } = await serveStories({ kvCacheBytes: 224 * kvBytesPerToken(draftModel.info) }, { draftModel });
+  try {
+    const body = { prompt: "Once upon a time", max_tokens: 100, temperature: 0 };
+    const r = await post(`${url}/v1/completions`, body);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.choices[0].text, (await model.generate("Once upon a time", { temperature: 0, maxTokens: 100 })).completion);
+    assert.equal(r.json.timings.draft_n, undefined);
+    // one that drafts within the room still drafts
+    const short = await post(`${url}/v1/completions`, { ...body, max_tokens: 20 });
+    assert.ok(short.json.timings.draft_n > 0, JSON.stringify(short.json.timings));
+  } finally {
+    await close();
+    draftModel.dispose();
   }
 });

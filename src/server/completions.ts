@@ -3,6 +3,7 @@ import type { ServerResponse } from "node:http";
 import { ChatTemplateError, continuesReasoning } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
+import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
@@ -249,11 +250,25 @@ function answeredChoices(job: Job, choices: readonly Choice[]): readonly Choice[
   return choices.map((c) => ({ c, score: perToken(c) })).sort((a, b) => b.score - a.score).slice(0, job.n).map(({ c }) => c);
 }
 
+/**
+ * A prompt's run; one drafting whose KV room (its own and the draft model's cache, which counts
+ * in the same pool) the pool could never hold runs without the draft where it fits so: speculation
+ * only speeds a reply up, it must not refuse one the server takes without a draft
+ */
+function submitOne(ctx: ServeContext, prompt: number[], options: GenerateOptions): GenerationRun {
+  try {
+    return ctx.model.submit(prompt, options);
+  } catch (e) {
+    if (options.draftModel === undefined || !(e instanceof RequestError && e.code === "context_length_exceeded")) throw e;
+    return ctx.model.submit(prompt, { ...options, draftModel: undefined, draftTokens: undefined });
+  }
+}
+
 /** every prompt's run, all queued before any answer is written (a bad one fails the request with nothing left running) */
 function submitAll(ctx: ServeContext, job: Job, controller: AbortController): GenerationRun[] {
   const runs: GenerationRun[] = [];
   try {
-    for (const p of job.prompts) runs.push(ctx.model.submit(p, { ...job.options, signal: controller.signal }));
+    for (const p of job.prompts) runs.push(submitOne(ctx, p, { ...job.options, signal: controller.signal }));
   } catch (e) {
     controller.abort();
     throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings });
