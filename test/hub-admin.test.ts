@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { listCachedRepos, removeCachedRepo } from "../src/hub/cache-admin.js";
+import { listCachedRepos, removeCachedRepo, unreferenced } from "../src/hub/cache-admin.js";
 import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
@@ -301,4 +301,17 @@ test("rm of a repo a download is writing into is refused naming the process; onc
   const gone = await tsllm(["rm", "acme/busy"], env);
   assert.equal(gone.code, 0, gone.stderr);
   assert.ok(!existsSync(join(cache, "models--acme--busy")));
+});
+
+test("ls skips a blob renamed or removed between the listing of blobs/ and its stat (a download finishing beside it), not crash with ENOENT", async () => {
+  const cache = join(dir, "ls-race");
+  await fillCache(cache);
+  const blobs = join(cache, "models--acme--a", "blobs");
+  writeFileSync(join(blobs, "f".repeat(64) + ".incomplete"), "partial");
+  writeFileSync(join(blobs, "e".repeat(64)), "orphan!!");
+  const listed = readdirSync(blobs, { withFileTypes: true });
+  // what a download does between the two: its .incomplete file is renamed to the blob's name
+  renameSync(join(blobs, "f".repeat(64) + ".incomplete"), join(blobs, "f".repeat(64)));
+  const referenced = new Map(listCachedRepos(cache)[0]!.revisions.flatMap((r) => r.files.map((f) => [realpathSync(join(cache, "models--acme--a", "snapshots", r.commit, f)), 0] as const)));
+  assert.deepEqual(unreferenced(blobs, listed, referenced), { count: 1, bytes: 8 }, "the orphan is counted; the renamed name is skipped");
 });

@@ -110,13 +110,45 @@ function readRefs(refsDir: string, problems: string[]): Record<string, string> {
 
 /** the real path of each snapshot file (a blob, or the file itself when symlinks were refused) */
 function snapshotTargets(cache: RepoCache, commit: string, skipped?: (file: string, why: string) => void): { files: string[]; targets: Map<string, number> } {
-  const files = cache.listSnapshot(commit, skipped);
+  const listed = cache.listSnapshot(commit, skipped);
+  const files: string[] = [];
   const targets = new Map<string, number>();
-  for (const f of files) {
-    const real = realpathSync(cache.snapshotPath(commit, f));
-    targets.set(real, statSync(real).size);
+  for (const f of listed) {
+    // a download replacing the file's blob (or an rm taking it) between the listing and here
+    const found = sizeOf(cache.snapshotPath(commit, f));
+    if (!found) { skipped?.(f, "its blob is missing (a broken link)"); continue; }
+    files.push(f);
+    targets.set(found.real, found.size);
   }
   return { files, targets };
+}
+
+/**
+ * The real path and size of a cache entry, or undefined when it vanished since it was listed: a
+ * download renames its `.incomplete` file to the blob's name, replaces links, and an rm deletes
+ * blobs while the cache is scanned; a scan must skip what is gone, not stop on it.
+ */
+function sizeOf(path: string): { real: string; size: number } | undefined {
+  try {
+    const real = realpathSync(path);
+    return { real, size: statSync(real).size };
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw e;
+  }
+}
+
+/** the files of blobs/ (as listed in `listed`) that no snapshot points at, skipping those gone since the listing */
+export function unreferenced(blobsDir: string, listed: readonly Dirent[], referenced: ReadonlyMap<string, number>): { count: number; bytes: number } {
+  let count = 0, bytes = 0;
+  for (const e of listed) {
+    if (!e.isFile()) continue;
+    const found = sizeOf(join(blobsDir, e.name));
+    if (!found || referenced.has(found.real)) continue;
+    count++;
+    bytes += found.size;
+  }
+  return { count, bytes };
 }
 
 const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 0);
@@ -151,6 +183,7 @@ function scanRepo(root: string, repo: string): Scan | undefined {
     try {
       scanned = snapshotTargets(cache, commit, (file, why) => problems.push(`snapshots/${commit}/${file}: ${why}`));
     } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") continue; // removed (tsllm rm) since it was listed: it uses nothing
       problems.push(`snapshots/${commit}: cannot be read: ${describeIoError(e)}`);
       unreadable.push(commit);
       continue;
@@ -161,13 +194,8 @@ function scanRepo(root: string, repo: string): Scan | undefined {
   for (const [name, commit] of Object.entries(refs)) {
     if (!commits.includes(commit)) problems.push(`refs/${name}: names ${isCacheName(commit) ? `commit ${commit}, which has no snapshot` : `no commit (${JSON.stringify(commit.slice(0, 60))})`}`);
   }
-  let unreferencedBlobs = 0, unreferencedBytes = 0;
-  for (const e of entries(join(cache.dir, "blobs"), "blobs", problems)) {
-    const p = join(cache.dir, "blobs", e.name);
-    if (!e.isFile() || all.has(realpathSync(p))) continue;
-    unreferencedBlobs++;
-    unreferencedBytes += statSync(p).size;
-  }
+  const blobs = join(cache.dir, "blobs");
+  const { count: unreferencedBlobs, bytes: unreferencedBytes } = unreferenced(blobs, entries(blobs, "blobs", problems), all);
   return { repo: { repo, dir: cache.dir, revisions, refs, sizeOnDisk: sum(all), unreferencedBlobs, unreferencedBytes, problems: problems.sort() }, unreadable };
 }
 

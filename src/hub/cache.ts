@@ -194,7 +194,10 @@ export class RepoCache {
           let real: string;
           try { real = realpathSync(full); } catch { skipped?.(rel, "its blob is missing (a broken link)"); continue; }
           if (!real.startsWith(repoReal + sep)) { skipped?.(rel, `it links outside the repo folder (${real})`); continue; }
-          if (!lstatSync(real).isFile()) { skipped?.(rel, `it links to ${real}, which is not a file`); continue; }
+          // the blob may go between the two calls (an rm beside this scan): then the link is broken
+          const st = lstatSync(real, { throwIfNoEntry: false });
+          if (!st) { skipped?.(rel, "its blob is missing (a broken link)"); continue; }
+          if (!st.isFile()) { skipped?.(rel, `it links to ${real}, which is not a file`); continue; }
         } else if (!entry.isFile()) continue;
         out.push(rel);
       }
