@@ -12,7 +12,7 @@
 // so the barrels (formats/index.ts, ...) drop what the browser path does not use (no module of
 // src/ may rely on being imported for its side effects alone: none is, `import "./x.js"`). What
 // is left must not import node: — the build fails, naming the modules, if anything reached does.
-import { existsSync, mkdirSync, readdirSync, copyFileSync, statSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, copyFileSync, statSync, rmSync, renameSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureWasm, relaxedWasmPath, wasmPath } from "./build-wasm.mjs";
@@ -66,11 +66,24 @@ export function browserBuildIsStale() {
  * Builds dist-browser/ (or `outdir`, from `entries`: name -> file, for tests); returns the
  * files' sizes in bytes.
  */
-export async function buildBrowser({ minify = false, outdir = browserDir, entries = ENTRIES, classic = entries === ENTRIES ? CLASSIC : {} } = {}) {
+export async function buildBrowser({ minify = false, outdir: target = browserDir, entries = ENTRIES, classic = entries === ENTRIES ? CLASSIC : {} } = {}) {
   await ensureWasm();
   const esbuild = await import("esbuild");
+  // built beside the target, then moved in file by file (a rename replaces a file at once): a page
+  // served from the target while it rebuilds (another process's test, the example server) read it
+  // removed, or a file half written: an empty kernel-worker.js starts a worker that never answers,
+  // and the load waited for it forever
+  const outdir = `${target}.building-${process.pid}`;
   rmSync(outdir, { recursive: true, force: true });
   mkdirSync(outdir, { recursive: true });
+  try {
+    return await buildInto(esbuild, { minify, outdir, target, entries, classic });
+  } finally {
+    rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+async function buildInto(esbuild, { minify, outdir, target, entries, classic }) {
   const result = await esbuild.build({
     absWorkingDir: root,
     entryPoints: entries,
@@ -97,7 +110,7 @@ export async function buildBrowser({ minify = false, outdir = browserDir, entrie
     }
   }
   if (offenders.length > 0) {
-    rmSync(outdir, { recursive: true, force: true });
+    rmSync(target, { recursive: true, force: true });
     throw new Error(`build:browser: node-only imports reached from the browser entries; put them behind a host.ts seam:\n  ${offenders.join("\n  ")}`);
   }
   if (Object.keys(classic).length > 0) {
@@ -106,7 +119,13 @@ export async function buildBrowser({ minify = false, outdir = browserDir, entrie
   copyFileSync(wasmPath, path.join(outdir, "kernels.wasm"));
   copyFileSync(relaxedWasmPath, path.join(outdir, "kernels-relaxed.wasm"));
   const sizes = {};
-  for (const f of readdirSync(outdir).filter((f) => !f.endsWith(".map"))) sizes[f] = statSync(path.join(outdir, f)).size;
+  const built = readdirSync(outdir);
+  for (const f of built.filter((f) => !f.endsWith(".map"))) sizes[f] = statSync(path.join(outdir, f)).size;
+  mkdirSync(target, { recursive: true });
+  // the stamp (engine-worker.js, when built) last: until it is in place the build reads as stale
+  const stamp = path.basename(STAMP);
+  for (const f of [...built.filter((f) => f !== stamp), ...built.filter((f) => f === stamp)]) renameSync(path.join(outdir, f), path.join(target, f));
+  for (const f of readdirSync(target)) if (!built.includes(f)) rmSync(path.join(target, f), { recursive: true, force: true });
   return sizes;
 }
 

@@ -35,6 +35,41 @@ test("the browser bundles import nothing from node: and hold the kernels", async
   }
 });
 
+test("a rebuild over a built folder never leaves a file of it missing or half written: a page served from it meanwhile (another test's process, the example server) reads the old file or the new one", async () => {
+  const out = join(tmp, "rebuilt");
+  const sizes: Record<string, number> = await buildBrowser({ outdir: out });
+  // every look at the folder while it rebuilds: the files missing or of another size than a whole build's
+  const seen = new Set<string>();
+  let looks = 0;
+  let building = true;
+  const look = async (): Promise<void> => {
+    while (building) {
+      looks++;
+      for (const [f, n] of Object.entries(sizes)) {
+        let size: number | "missing" = "missing";
+        try {
+          size = readFileSync(join(out, f)).length;
+        } catch {
+          // (missing)
+        }
+        if (size !== n) seen.add(`${f}: ${size}`);
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+  const looking = look();
+  try {
+    assert.deepEqual(await buildBrowser({ outdir: out }), sizes);
+  } finally {
+    building = false;
+    await looking;
+  }
+  assert.ok(looks > 1, "the folder was looked at while it was rebuilt");
+  // (it was emptied first: every file missing until esbuild wrote it, a kernel worker served empty never answered)
+  assert.deepEqual([...seen], []);
+  assert.deepEqual(readdirSync(tmp).filter((f) => f.startsWith("rebuilt.")), [], "no build folder is left beside it");
+});
+
 test("the build fails, naming the module, when a node: import is left in a bundle", async () => {
   const entry = join(tmp, "uses-fs.ts");
   writeFileSync(entry, 'import { readFileSync } from "node:fs";\nexport const read = (p: string) => readFileSync(p);\n');
