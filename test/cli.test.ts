@@ -290,7 +290,7 @@ test("generate --json-schema / --grammar / --choice: the completion follows the 
 // command line each is a bad flag: exit 2, one line naming the flag, nothing generated
 test("values the engine refuses are usage errors naming the flag; --num-beams past the engine's default width runs", { skip }, () => {
   const model = sharedFile(MODEL)!;
-  for (const [args, re] of [[["--stop", ""], /^tsllm: error: --stop: stop strings\[0\]: a stop string must not be empty$/],
+  for (const [args, re] of [[["--stop", ""], /^tsllm: error: --stop is empty; give the text to stop at, or leave the option out$/],
     [["--logit-bias", "99999=1"], /^tsllm: error: --logit-bias: token id 99999 is outside the vocabulary \[0, 512\)$/],
     [["--regex", "("], /^tsllm: error: --regex: regex "\(", at 1: an unterminated group$/],
     [["--json-schema", '{"type":"foo"}'], /^tsllm: error: --json-schema: #\/type: expected one of object/]] as const) {
