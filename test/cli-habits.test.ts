@@ -158,7 +158,7 @@ test("a mistyped option or command: one line naming the closest one; a name like
     [["perplexity", "--model", "x.gguf", "--fille", "x.txt"], "tsllm: error: unknown option --fille (did you mean --file?)\n"],
     // a shortened name, the other command's name, llama.cpp's snake_case spellings
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--ctx", "64"], "tsllm: error: unknown option --ctx (did you mean --ctx-size?)\n"],
-    [["perplexity", "--model", "x.gguf", "--ctx-size", "64"], "tsllm: error: unknown option --ctx-size (did you mean --ctx?)\n"],
+    [["perplexity", "--model", "x.gguf", "--chunk", "2"], "tsllm: error: unknown option --chunk (did you mean --chunks?)\n"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--n_predict", "8"], "tsllm: error: unknown option --n_predict (did you mean --max-tokens?)\n"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--repeat_penalty", "1.1"], "tsllm: error: unknown option --repeat_penalty (did you mean --repeat-penalty?)\n"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--frobnicate"], "tsllm: error: unknown option --frobnicate (--help lists the options)\n"],
@@ -310,7 +310,7 @@ test("a text file or stdin that ends inside a UTF-8 character: one line saying i
   }
 });
 
-test("perplexity --chunks -1 (llama-perplexity's default) scores all the windows, as no --chunks; --chunks 0 is one line", { skip }, () => {
+test("perplexity --chunks -1 (llama-perplexity's default) scores all the windows, as no --chunks; --chunks 0 is one line; --ctx-size / --batch-size are --ctx / --batch", { skip }, () => {
   // llama-perplexity: n_chunk = params.n_chunks < 0 ? n_chunk_max : min(params.n_chunks, n_chunk_max)
   const text = join(dir, "ppl.txt");
   writeFileSync(text, readFileSync(sharedFile("text/tinystories-valid-30k.txt")!, "utf8").slice(0, 1500));
@@ -321,6 +321,10 @@ test("perplexity --chunks -1 (llama-perplexity's default) scores all the windows
   };
   const all = ppl([]);
   assert.ok(all.chunks > 1, String(all.chunks));
+  // llama-perplexity's long spellings of -c and -b: --ctx-size and --batch-size (it was "unknown option --ctx-size")
+  const batched = ppl(["--batch", "16"]);
+  assert.deepEqual(ppl(["--ctx-size", "64", "--batch-size", "16"]), batched);
+  assert.deepEqual(ppl(["--ctx-size=64", "--batch-size=16"]), batched);
   assert.deepEqual(ppl(["--chunks", "-1"]), all);
   assert.deepEqual(ppl(["--chunks", "-5"]), all);
   assert.equal(ppl(["--chunks", "1"]).chunks, 1);

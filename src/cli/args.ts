@@ -46,7 +46,9 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "--n-predict": ["max-tokens"],
   "--predict": ["max-tokens"],
   "-c": ["ctx-size", "ctx"],
+  "--ctx-size": ["ctx"], // llama-perplexity's long spellings of -c and -b (perplexity's are --ctx, --batch)
   "-b": ["batch"],
+  "--batch-size": ["batch"],
   "-t": ["threads"],
   "--temp": ["temperature"],
   "-s": ["seed"],
