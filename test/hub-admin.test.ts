@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo, unreferenced } from "../src/hub/cache-admin.js";
-import { downloadModel, HubError, type DownloadOptions } from "../src/hub/index.js";
+import { downloadModel, HubError, type DownloadOptions, type DownloadResult } from "../src/hub/index.js";
+import { withFileLock } from "../src/hub/lock.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
@@ -314,4 +315,44 @@ test("ls skips a blob renamed or removed between the listing of blobs/ and its s
   renameSync(join(blobs, "f".repeat(64) + ".incomplete"), join(blobs, "f".repeat(64)));
   const referenced = new Map(listCachedRepos(cache)[0]!.revisions.flatMap((r) => r.files.map((f) => [realpathSync(join(cache, "models--acme--a", "snapshots", r.commit, f)), 0] as const)));
   assert.deepEqual(unreferenced(blobs, listed, referenced), { count: 1, bytes: 8 }, "the orphan is counted; the renamed name is skipped");
+});
+
+test("rm of a revision whose blob a download links into a new snapshot meanwhile keeps that blob (decided again holding the blob's lock)", async () => {
+  const cache = join(dir, "rm-race");
+  const gguf: FakeFile = { path: "race-Q8_0.gguf", content: randomBytes(5_000, 4) };
+  hub.add({ repo: "acme/race", commit: C1, refs: ["old"], files: [gguf] });
+  await downloadModel("acme/race@old", opts(cache));
+  hub.add({ repo: "acme/race", commit: C2, refs: ["main"], files: [readme2] });
+  await downloadModel("acme/race", opts(cache));
+  const a = join(cache, "models--acme--race");
+  // runs up to its first await: it has scanned, and the GGUF's blob is C1's alone
+  const removal = removeCachedRepo(cache, "acme/race@old");
+  // then a download of C3 links the cached blob into its snapshot, as it does
+  mkdirSync(join(a, "snapshots", C3));
+  symlinkSync(join("..", "..", "blobs", blobName(gguf)), join(a, "snapshots", C3, gguf.path));
+  const removed = await removal;
+  assert.deepEqual(readFileSync(join(a, "snapshots", C3, gguf.path)), gguf.content, "C3's link is not left broken");
+  assert.equal(removed.freedBytes, 0);
+  assert.ok(!existsSync(join(a, "snapshots", C1)) && !existsSync(join(a, "refs", "old")), "the revision itself is removed");
+});
+
+test("a download linking an already cached blob while an rm deletes it fetches the blob again: never success with a broken link", async () => {
+  const cache = join(dir, "download-race");
+  const gguf: FakeFile = { path: "race2-Q8_0.gguf", content: randomBytes(6_000, 5) };
+  hub.add({ repo: "acme/race2", commit: C1, refs: ["old"], files: [gguf] });
+  await downloadModel("acme/race2@old", opts(cache));
+  hub.add({ repo: "acme/race2", commit: C3, refs: ["main"], files: [gguf] });
+  const blob = join(cache, "models--acme--race2", "blobs", blobName(gguf));
+  let download: Promise<DownloadResult> | undefined;
+  // the blob's lock held as an rm of @old holds it while it deletes the blob
+  await withFileLock(join(cache, ".locks", "models--acme--race2", `${blobName(gguf)}.tsllm.lock`), async () => {
+    const before = hub.requests.length;
+    download = downloadModel("acme/race2", opts(cache));
+    // the download has asked where the file is and found its blob cached: it goes on to link it
+    while (!hub.requests.slice(before).some((r) => r.method === "HEAD")) await new Promise((r) => setTimeout(r, 10));
+    await Promise.race([download, new Promise((r) => setTimeout(r, 500))]);
+    rmSync(blob);
+  });
+  const result = await download!;
+  assert.deepEqual(readFileSync(result.path), gguf.content, "the snapshot's file reads, its blob fetched again");
 });

@@ -67,7 +67,7 @@ test("without symlinks two concurrent downloads of the same file transfer its by
   assert.deepEqual(readdirSync(join(cache, "models--acme--nolinks", "blobs")), [], "no blob nor partial file left");
 });
 
-test("without symlinks a blob another download moves away while this one copies it is fetched again, not a failed download", async () => {
+test("without symlinks a blob another download moves away as this one finds it is fetched again (its copy waits for the blob's lock), not a failed download", async () => {
   // two files with the same bytes share one blob: a.safetensors' download moves it into its
   // snapshot while b.safetensors' download, which found it present, is about to copy it
   const twin = randomBytes(30_000, 22);
@@ -76,23 +76,12 @@ test("without symlinks a blob another download moves away while this one copies 
   roots.push(cache);
   const blob = join(cache, "models--acme--twins", "blobs", blobName({ path: "a.safetensors", content: twin }));
   const realRename = fsp.rename;
-  const realCopy = fsp.copyFile;
   let second: Promise<unknown> | undefined;
-  let atCopy!: () => void;
-  const bAtCopy = new Promise<void>((r) => (atCopy = r));
-  let moved!: () => void;
-  const aMoved = new Promise<void>((r) => (moved = r));
   fsp.rename = async (from, to) => {
     await realRename(from, to);
-    if (String(to) === blob && !second) {
-      // a.safetensors is fetched and about to be moved: b.safetensors' download starts now and finds the blob
-      second = downloadModel("acme/twins", opts(cache, { include: ["b.safetensors"] }));
-      await bAtCopy;
-    } else if (String(from) === blob) moved();
-  };
-  fsp.copyFile = async (from, to, mode) => {
-    if (String(from) === blob) { atCopy(); await aMoved; }
-    return realCopy(from, to, mode);
+    // a.safetensors is fetched and about to be moved: b.safetensors' download starts now and finds
+    // the blob; it copies it holding the blob's lock, so it waits for the move and fetches it again
+    if (String(to) === blob && !second) second = downloadModel("acme/twins", opts(cache, { include: ["b.safetensors"] }));
   };
   syncBuiltinESMExports();
   try {
@@ -102,7 +91,6 @@ test("without symlinks a blob another download moves away while this one copies 
     assert.deepEqual(readFileSync(join(b.snapshotDir, "b.safetensors")), twin);
   } finally {
     fsp.rename = realRename;
-    fsp.copyFile = realCopy;
     syncBuiltinESMExports();
   }
 });

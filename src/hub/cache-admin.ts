@@ -1,9 +1,9 @@
 import { type Dirent, existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import { join, sep } from "node:path";
+import { basename, join, sep } from "node:path";
 import { RepoCache, repoFolderName } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
-import { liveHolder } from "./lock.js";
+import { liveHolder, withFileLock } from "./lock.js";
 import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
 
 /**
@@ -281,17 +281,42 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     throw new HubError("revision-not-found", `${repo}@${revision} is not in the cache ${root} (cached revisions: ${known.join(", ") || "none"})`);
   }
   // a snapshot that could not be read may use any blob: removing blobs now could take its data
-  const unknown = scan.unreadable.filter((c) => c !== commit);
-  if (unknown.length > 0) {
+  const refuseUnknown = (unreadable: readonly string[]) => {
+    const unknown = unreadable.filter((c) => c !== commit);
+    if (unknown.length === 0) return;
     throw new HubError("disk", `cannot remove ${repo}@${revision} alone: the snapshot${unknown.length === 1 ? "" : "s"} ${unknown.map((c) => join(cache.dir, "snapshots", c)).join(", ")} could not be read, so which blobs ${unknown.length === 1 ? "it uses" : "they use"} is unknown; repair or remove ${unknown.length === 1 ? "it" : "them"} first (tsllm ls names what is damaged), or remove the whole repo (tsllm rm ${repo})`);
-  }
+  };
+  refuseUnknown(scan.unreadable);
   if (scanned.revisions.length === 1) return { ...(await removeRepo()), commit };
 
   // blobs that some other snapshot still points at stay
-  const kept = new Set<string>();
-  for (const r of scanned.revisions) if (r.commit !== commit) for (const [p] of snapshotTargets(cache, r.commit).targets) kept.add(p);
   const blobsReal = realpathSync(join(cache.dir, "blobs"));
-  const freed = [...snapshotTargets(cache, commit).targets].filter(([p]) => !kept.has(p) && p.startsWith(blobsReal + sep));
+  const freedOf = (revisions: readonly CachedRevision[]) => {
+    const kept = new Set<string>();
+    for (const r of revisions) if (r.commit !== commit) for (const [p] of snapshotTargets(cache, r.commit).targets) kept.add(p);
+    return [...snapshotTargets(cache, commit).targets].filter(([p]) => !kept.has(p) && p.startsWith(blobsReal + sep));
+  };
+  // a download links a blob already cached into its new snapshot holding that blob's lock: the
+  // blobs to delete are decided again holding theirs, so a snapshot linked since the scan keeps its
+  // blob, and one linked after finds the blob gone and fetches it (never a broken link)
+  const lockNames = freedOf(scanned.revisions).map(([p]) => basename(p)).filter(isCacheName).sort();
+  return withLocks(lockNames.map((etag) => cache.lockPath(etag)), async () => {
+    const again = scanRepo(root, repo);
+    if (again) refuseUnknown(again.unreadable);
+    // the refs as they are now: a download may have moved one to its new commit meanwhile
+    const now = again?.repo.revisions.find((r) => r.commit === commit);
+    return removeRevision(cache, commit, now?.refs ?? [], again ? freedOf(again.repo.revisions) : []);
+  });
+}
+
+/** runs `fn` holding every lock of `paths`, taken one after another in the order given */
+function withLocks<T>(paths: readonly string[], fn: () => Promise<T>): Promise<T> {
+  const [first, ...rest] = paths;
+  return first === undefined ? fn() : withFileLock(first, () => withLocks(rest, fn));
+}
+
+/** removes a commit's snapshot, its refs and `freed` (blobs no other snapshot uses) */
+async function removeRevision(cache: RepoCache, commit: string, refs: readonly string[], freed: [string, number][]): Promise<RemoveResult> {
   const removed: string[] = [];
   const snapshot = cache.snapshotDir(commit);
   await rm(snapshot, { recursive: true, force: true });
@@ -303,7 +328,7 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     await rm(missing, { recursive: true, force: true });
     removed.push(missing);
   }
-  for (const name of target.refs) {
+  for (const name of refs) {
     const p = cache.refPath(name);
     await rm(p, { force: true });
     removed.push(p);
@@ -312,5 +337,5 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     await rm(p, { force: true });
     removed.push(p);
   }
-  return { repo, commit, removed, freedBytes: sum(new Map(freed)) };
+  return { repo: cache.repo, commit, removed, freedBytes: sum(new Map(freed)) };
 }

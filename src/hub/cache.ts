@@ -161,6 +161,13 @@ export class RepoCache {
     return link;
   }
 
+  /** whether snapshots/<commit>/<file> already is the link to blobs/<etag>, and that blob is there */
+  isLinked(commit: string, file: string, etag: string): boolean {
+    const link = this.snapshotPath(commit, file);
+    const blob = this.blobPath(etag);
+    return isLinkTo(link, relative(dirname(link), blob)) && existsSync(blob);
+  }
+
   /**
    * Whether snapshots/<commit>/<file> is a file of `size` bytes itself, not a link: where symlinks
    * are refused the blob was moved or copied there, and a commit's files never change, so it is

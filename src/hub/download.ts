@@ -294,17 +294,27 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
     const have = () => existsSync(blob) && statSync(blob).size === location.size;
     const report = (phase: "start" | "bytes" | "done" | "cached", downloaded: number) =>
       options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size });
-    // without symlinks the snapshot holds the file itself (its blob was moved there)
-    if (cache.holdsFile(listing.commit, file, location.size)) {
+    // without symlinks the snapshot holds the file itself (its blob was moved there); with them,
+    // a link already made to a blob that is there needs nothing written (a read-only cache serves
+    // a refresh) and an rm sees this snapshot use the blob
+    if (cache.holdsFile(listing.commit, file, location.size) || (have() && cache.isLinked(listing.commit, file, location.etag))) {
       report("cached", location.size);
       return;
     }
-    /** fetches the blob holding its lock; true when the snapshot holds the file once the lock is let go */
-    const fetchUnderLock = () => withFileLock(cache.lockPath(location.etag), async () => {
+    // a blob already there is linked holding its lock too: an rm of another revision takes the
+    // locks of the blobs it frees and looks at the other snapshots again, so it either sees this
+    // link and keeps the blob, or deletes the blob before this looks, which then fetches it again
+    // (linked unlocked, an rm between the look and the link left a broken link reported as success)
+    await withFileLock(cache.lockPath(location.etag), async () => {
       // another download finished it meanwhile: its blob is there, or, without symlinks, was
       // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
-      if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); return true; }
-      if (have()) { report("cached", location.size); return false; }
+      if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); return; }
+      if (have()) {
+        report("cached", location.size);
+        // without symlinks it is copied: under the lock, no other download moves it away meanwhile
+        await cache.linkSnapshot(listing.commit, file, location.etag);
+        return;
+      }
       await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
       const partial = `${blob}.incomplete`;
       report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
@@ -315,23 +325,9 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
         onBytes: (n) => report("bytes", n), signal: options.signal,
       });
       report("done", location.size);
-      // linked under the lock: where symlinks are refused the new blob is moved, and another
-      // download of it must not find it half gone
+      // where symlinks are refused the new blob is moved, and another download of it must not find it half gone
       await cache.linkSnapshot(listing.commit, file, location.etag, true);
-      return true;
     }, options.signal);
-    for (let attempt = 0; ; attempt++) {
-      if (have()) report("cached", location.size);
-      else if (await fetchUnderLock()) return;
-      try {
-        await cache.linkSnapshot(listing.commit, file, location.etag);
-        return;
-      } catch (e) {
-        // without symlinks the blob is copied, and another download of it may move it into its
-        // own snapshot between the check and the copy: then it is fetched as if never there
-        if (attempt > 0 || (e as NodeJS.ErrnoException).code !== "ENOENT" || existsSync(blob)) throw e;
-      }
-    }
   });
   await cache.writeRef(revision, listing.commit);
 }
