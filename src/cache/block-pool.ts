@@ -32,13 +32,13 @@ export const DEFAULT_BLOCK_SIZE = 16;
 /** the most bytes of K and V a pool may hold by default, all layers together */
 const MAX_BYTES = 8 * 2 ** 30;
 
+/** what the pool's allocation refusal proposes, in the library's option names (a caller words it in its own: refusalInTerms' kvAllocation) */
+export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)";
+
 /**
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-/** what the pool's allocation refusal proposes, in the library's option names (a caller words it in its own: refusalInTerms' kvAllocation) */
-export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)";
-
 export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes">;
 
 /** the sizes K/V storage depends on */

@@ -621,7 +621,6 @@ export class Engine {
     return p.stopTokens.length > 0 ? new Set([...this.tokenizer.endOfGenerationIds, ...p.stopTokens]) : this.tokenizer.endOfGenerationIds;
   }
 
-  /** the request leaves the scheduler (its blocks back to the pool) and settles */
   /** an ended speculative request's proposals, into the stats */
   private countDrafts(s: { drafted: number; accepted: number; rounds: number } | undefined): void {
     if (!s) return;
@@ -630,6 +629,7 @@ export class Engine {
     this.draftRounds += s.rounds;
   }
 
+  /** the request leaves the scheduler (its blocks back to the pool) and settles */
   private end(request: EngineRequest, error?: unknown): void {
     this.scheduler!.remove(request);
     request.strategy.release?.();
