@@ -11,7 +11,7 @@ import { createBackend, whileBackendStarts, type BackendName, type KVCacheType, 
 import { checkCacheTypes, checkMatmulTypes, decoderShape, openModel, type LanguageModel, type LoadQuantization, type ModelInfo, type OpenedModel } from "./models/index.js";
 import { resolveModelReference } from "./hub/resolve.js";
 import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
-import { normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
+import { draftVocabularyMismatch, normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
 import { checkFlags, checkOptionKeys, DisposedError, formatBytes, OptionError, shownValue } from "./units/index.js";
 
 /** a streamed step; with n > 1 it names the choice it belongs to */
@@ -131,6 +131,8 @@ export interface ChatOptions extends GenerateOptions {
  */
 export class Model {
   private isDisposed = false;
+  /** draftMismatch per draft model a request named (null: none), so that a 256k vocabulary is compared once, not per request */
+  private readonly draftChecks = new WeakMap<Model, string | null>();
 
   constructor(
     readonly path: string,
@@ -149,6 +151,26 @@ export class Model {
   /** positions one sequence may hold (prompt + completion) */
   get contextSize(): number {
     return this.engine.contextSize;
+  }
+
+  /**
+   * Why `draft` cannot draft for this model, or undefined: its vocabulary's size, or a token that
+   * means something else to it (draftVocabularyMismatch: its ids go to this model as they are).
+   * Worded "its ..., `modelName`'s ...", for the caller to prefix with the draft's name.
+   */
+  draftMismatch(draft: Model, modelName = `the model ${this.path}`): string | undefined {
+    if (draft.info.vocabSize !== this.info.vocabSize) return `its vocabulary has ${draft.info.vocabSize} tokens, ${modelName}'s ${this.info.vocabSize}`;
+    return draftVocabularyMismatch(this.tokenizer, draft.tokenizer, modelName);
+  }
+
+  /** refuses a draftModel whose tokens are not this model's (once per draft model) */
+  private checkDraft(draft: Model): void {
+    let mismatch = this.draftChecks.get(draft);
+    if (mismatch === undefined) {
+      mismatch = this.draftMismatch(draft) ?? null;
+      this.draftChecks.set(draft, mismatch);
+    }
+    if (mismatch !== null) throw new OptionError(`draftModel ${draft.path}: ${mismatch}: a draft model must share the model's vocabulary`, "draftModel");
   }
 
   /** Generates a completion; the prompt gets BOS when the model's metadata says so. */
@@ -231,6 +253,7 @@ export class Model {
     this.assertUsable();
     checkGenerateOptions(options);
     if (options.draftModel instanceof Model && options.draftModel.disposed) throw new DisposedError(`draftModel: the draft model ${options.draftModel.path} has been disposed`);
+    if (options.draftModel instanceof Model) this.checkDraft(options.draftModel);
     const t0 = performance.now();
     const n = validateChoices(options);
     if (usesStrategy(options) && options.logprobs !== undefined) throw new OptionError("logprobs are not available with beam search or speculative decoding", "logprobs");

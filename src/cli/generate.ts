@@ -233,7 +233,16 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   // a speculative request's draft cache counts in the target's pool: room for it as for a width
   const model = await loadModelForOneRequest(path, loadOptions, width, draftFile).catch(loadRefusalInFlagWords);
   const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize }).catch((e: unknown) => { model.dispose(); loadRefusalInFlagWords(e); });
-  if (draft) options.draftModel = draft;
+  if (draft) {
+    // at load, in flag words (the library would refuse the request naming its option)
+    try {
+      refuseForeignDraft(model, draft, draftFile!);
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+    options.draftModel = draft;
+  }
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
   // (to repeat the run) as at any end, status 130: llama.cpp's sigint_handler prints its
@@ -566,6 +575,17 @@ export function flashAttentionFrom(values: ParsedValues): Pick<LoadModelOptions,
 
 const QUANTIZE_CHOICES = `${LOAD_QUANTIZATIONS.slice(0, -1).join(", ")} or ${LOAD_QUANTIZATIONS.at(-1)}`;
 const isLoadQuantization = (q: string): q is LoadQuantization => (LOAD_QUANTIZATIONS as readonly string[]).includes(q);
+
+/**
+ * --draft-model FILE held to the library's rule (Model.draftMismatch: the model's vocabulary, its
+ * size and its tokens' texts), in one line naming both files; the draft is disposed first
+ */
+export function refuseForeignDraft(model: Model, draft: Model, file: string): void {
+  const mismatch = model.draftMismatch(draft, `--model ${model.path}`);
+  if (mismatch === undefined) return;
+  draft.dispose();
+  throw new UsageError(`--draft-model ${file}: ${mismatch}: a draft model must share the model's vocabulary`);
+}
 
 /** --draft-quantize: what the draft model's weights are quantized to while it loads, as --quantize's */
 export function draftQuantizeFrom(values: ParsedValues): LoadQuantization | undefined {

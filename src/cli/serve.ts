@@ -3,7 +3,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadRefusalInFlagWords, refuseForeignDraft, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 
@@ -181,7 +181,7 @@ export async function runServe(argv: string[]): Promise<void> {
 /**
  * --draft-model, loaded as the model was (its backend, threads, cache types, the --quantize of
  * --draft-quantize) for the model's context, and held to the library's rule, the model's
- * vocabulary, here: refused in one line naming both files before the server takes requests
+ * vocabulary (its size and token texts, Model.draftMismatch), here: refused in one line naming both files before the server takes requests
  * (each request would otherwise be refused, naming neither). The draft's own KV pool stays
  * unused: its caches come from the pool the model's engine keeps for it, within --kv-memory
  */
@@ -192,10 +192,7 @@ async function loadDraft(model: Model | EmbeddingModel, file: string, options: L
     if (e instanceof Error) e.message = `--draft-model: ${e.message}`;
     return loadRefusalInFlagWords(e);
   });
-  if (draft.info.vocabSize !== model.info.vocabSize) {
-    draft.dispose();
-    throw new UsageError(`--draft-model ${file}: its vocabulary has ${draft.info.vocabSize} tokens, --model ${model.path}'s ${model.info.vocabSize}: a draft model must share the model's vocabulary`);
-  }
+  refuseForeignDraft(model, draft, file);
   return draft;
 }
 

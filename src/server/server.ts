@@ -196,7 +196,9 @@ export class OpenAIServer {
     Promise.all([model, options.draftModel]).then(([m, draft]) => {
       if (draft !== undefined) {
         if ("embed" in m) throw new RangeError(`draftModel: ${m.path} is an embedding model, which generates nothing to draft for`);
-        if (draft.info.vocabSize !== m.info.vocabSize) throw new RangeError(`draftModel: ${draft.path}'s vocabulary has ${draft.info.vocabSize} tokens, the model ${m.path}'s ${m.info.vocabSize}: a draft must share the model's vocabulary`);
+        // (its size and its tokens' texts: a draft whose ids mean other tokens would waste every proposal)
+        const mismatch = m.draftMismatch(draft);
+        if (mismatch !== undefined) throw new RangeError(`draftModel ${draft.path}: ${mismatch}: a draft model must share the model's vocabulary`);
         this.draft = draft;
       }
       if ("embed" in m) this.embedder = m;

@@ -9,6 +9,7 @@ export { byteLevelEncode, byteLevelDecode } from "./byte-level.js";
 export { preTokenizerPatterns, regexSplit, KNOWN_PRE_TOKENIZERS } from "./pre-tokenizers.js";
 export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-split.js";
 export { openTokenizer } from "./open.js";
+export { draftVocabularyMismatch } from "./draft-vocabulary.js";
 export { normalizePrompt, PROMPT_NORMALIZATIONS, type PromptNormalization } from "./normalize.js";
 export { assembleModelInput, encodeModelInput, inputTemplateOf, truncateModelInput, type InputTemplate, type ModelInput, type ModelInputOptions, type TemplateToken } from "./model-input.js";
 export { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "./offsets.js";
