@@ -130,7 +130,7 @@ test("an option left without its value, or a switch given one, is one line namin
 test("a short spelling with its value run into it (-n5, -n=5, -c512, -ctkq8_0, -ngl99) is one line saying to write the value apart, as llama.cpp refuses it; as a value (-p -n5) it is the value", { skip }, () => {
   // Node's parser read -n5 as generate's one-letter --n: 5 completions instead of 5 tokens, silently;
   // llama.cpp's common/arg.cpp looks each argument up whole ("error: invalid argument: -n5")
-  for (const [arg, write] of [["-n5", "-n 5"], ["-n=5", "-n 5"], ["-c512", "-c 512"], ["-ctkq8_0", "-ctk q8_0"], ["-ngl99", "-ngl 99"], ["-s=3", "-s 3"]]) {
+  for (const [arg, write] of [["-n5", "-n 5"], ["-n=5", "-n 5"], ["-c512", "-c 512"], ["-ctkq8_0", "-ctk q8_0"], ["-ngl99", "-ngl 99"], ["-s=3", "-s 3"]] as const) {
     const r = tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", arg]);
     assert.deepEqual(r, { code: 2, stdout: "", stderr: `tsllm: error: ${arg}: an option and its value run together; write ${write} (the value as the next argument, as llama.cpp's tools take it)\n` }, arg);
   }
