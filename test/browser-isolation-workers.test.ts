@@ -2,12 +2,12 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { test } from "node:test";
+import type { Page } from "playwright-core";
 // @ts-expect-error: a plain .mjs build script
-import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
+import { browserDir } from "../scripts/build-browser.mjs";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
-import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
+import { pagesOver, skipWithoutChromium } from "./helpers/chromium.js";
 
 // The browser engine's workers when one fails to start: the engine worker's script (TsllmWorker's
 // argument) or the wasm backend's kernel worker (kernel-worker.js beside the `assetsUrl` folder's
@@ -48,27 +48,13 @@ function startServer(model: Buffer): Promise<Server> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-let server: Server | undefined;
-let base = "";
-let browser: Browser | undefined;
-
-before(async () => {
-  if (skip) return;
-  await ensureBrowserBuild();
-  server = await startServer(readFileSync(sharedFile(MODEL)!));
-  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const rig = pagesOver(skip, () => startServer(readFileSync(sharedFile(MODEL)!)));
 
 async function openPage(): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser!.newPage();
+  const page = await rig.browser.newPage();
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(e.message));
-  await page.goto(`${base}/`);
+  await page.goto(`${rig.base}/`);
   return { page, errors };
 }
 
@@ -151,11 +137,11 @@ test("a kernel worker whose script answers 404 or throws at its top level: load(
       }
       return out;
     `);
-    const url = (dir: string): string => `${base}/${dir}/kernel-worker.js`;
+    const url = (dir: string): string => `${rig.base}/${dir}/kernel-worker.js`;
     const good = `resolved: ${JSON.stringify([2, golden()])}`;
     const missing = `wasm backend: worker 1 failed to start: kernel worker ${url("missing")} failed to load`;
     const throws = `wasm backend: worker 1 failed to start: kernel worker ${url("throws")}: Uncaught Error: boom in the kernel worker`;
-    const aborted = `AbortError: ${base}/models/stories260K.gguf: aborted`;
+    const aborted = `AbortError: ${rig.base}/models/stories260K.gguf: aborted`;
     assert.deepEqual(got, {
       missing: `rejected: ${missing}`, "missing then": good,
       throws: `rejected: ${throws}`, "throws then": good,

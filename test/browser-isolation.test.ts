@@ -2,13 +2,13 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { test } from "node:test";
+import type { BrowserContext, Page } from "playwright-core";
 // @ts-expect-error: a plain .mjs build script
-import { browserDir, ensureBrowserBuild } from "../scripts/build-browser.mjs";
+import { browserDir } from "../scripts/build-browser.mjs";
 import type { PageDocument } from "./helpers/page-document.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
-import { CHROMIUM, skipWithoutChromium } from "./helpers/chromium.js";
+import { pagesOver, skipWithoutChromium } from "./helpers/chromium.js";
 
 /** the page's document, for the functions this file runs in the page (helpers/page-document.ts) */
 declare const document: PageDocument;
@@ -70,21 +70,7 @@ function startStaticServer(model: Buffer): Promise<Server> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
-let server: Server | undefined;
-let base = "";
-let browser: Browser | undefined;
-
-before(async () => {
-  if (skip) return;
-  await ensureBrowserBuild();
-  server = await startStaticServer(readFileSync(sharedFile(MODEL)!));
-  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", `--host-resolver-rules=MAP ${OTHER_SITE} 127.0.0.1`] });
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const rig = pagesOver(skip, () => startStaticServer(readFileSync(sharedFile(MODEL)!)), [`--host-resolver-rules=MAP ${OTHER_SITE} 127.0.0.1`]);
 
 /** the page's status line once it is past "starting…" (on the page the one reload brings, if any) */
 async function settledStatus(page: Page): Promise<string> {
@@ -96,7 +82,7 @@ async function settledStatus(page: Page): Promise<string> {
 async function visit(page: Page): Promise<{ status: string; isolated: boolean; controlled: boolean; loads: number; result: any }> {
   const c = golden();
   const before = pageRequests;
-  await page.goto(`${base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0" })}`);
+  await page.goto(`${rig.base}/?${new URLSearchParams({ model: "/models/stories260K.gguf", prompt: c.prompt, maxTokens: String(c.completionTokens.length), temperature: "0" })}`);
   const status = await settledStatus(page);
   await page.click("#run");
   await page.waitForFunction(() => document.getElementById("result")!.textContent !== "", null, { timeout: 120_000 });
@@ -119,11 +105,11 @@ const NOT_ISOLATED = "ready (not cross-origin isolated: the wasm backend runs on
 
 test("on a server that sends no COOP/COEP, tsllm-isolate.js reloads the page once under its service worker: cross-origin isolated, the wasm backend on 2 threads, llama.cpp's golden tokens; the next visit needs no reload", { skip }, async () => {
   workerScript = "real";
-  const plain = await fetch(`${base}/`);
+  const plain = await fetch(`${rig.base}/`);
   assert.equal(plain.headers.get("cross-origin-opener-policy"), null);
   assert.equal(plain.headers.get("cross-origin-embedder-policy"), null);
   const c = golden();
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     const first = await visit(page);
@@ -150,7 +136,7 @@ test("a browser without service workers (a private window) or whose registration
     "Object.defineProperty(Navigator.prototype, 'serviceWorker', { get: () => undefined })",
     "ServiceWorkerContainer.prototype.register = () => Promise.reject(new DOMException('The operation is insecure.', 'SecurityError'))",
   ]) {
-    const context = await browser!.newContext();
+    const context = await rig.browser.newContext();
     try {
       await context.addInitScript(script);
       const { page, errors } = await newTab(context);
@@ -168,7 +154,7 @@ test("a browser without service workers (a private window) or whose registration
 test("a service worker that leaves the page not isolated: one reload, never a second (this visit nor the next), one thread, the golden tokens", { skip }, async () => {
   workerScript = "passthrough";
   const c = golden();
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     const first = await visit(page);
@@ -189,7 +175,7 @@ test("a service worker that leaves the page not isolated: one reload, never a se
 
 /** whether an <img> of another site that sends no Cross-Origin-Resource-Policy loads on the page ("loaded") or is blocked */
 async function otherSiteImage(page: Page): Promise<string> {
-  const src = `${base.replace("127.0.0.1", OTHER_SITE)}/pixel.png?${Math.random()}`;
+  const src = `${rig.base.replace("127.0.0.1", OTHER_SITE)}/pixel.png?${Math.random()}`;
   return page.evaluate((url) => new Promise<string>((resolve) => {
     const img = new (globalThis as unknown as { Image: new () => { onload: () => void; onerror: () => void; src: string } }).Image();
     img.onload = () => resolve("loaded");
@@ -208,7 +194,7 @@ test("tsllm-isolate.js?coep=credentialless: the page is isolated with COEP crede
   const seen: Record<string, [boolean, string | null, string]> = {};
   for (const query of ["", "?coep=credentialless"]) {
     isolateQuery = query;
-    const context = await browser!.newContext();
+    const context = await rig.browser.newContext();
     try {
       const { page, errors } = await newTab(context);
       const got = await visit(page);
@@ -226,7 +212,7 @@ test("tsllm-isolate.js?coep=credentialless: the page is isolated with COEP crede
 
   // a page the require-corp worker isolates, now loading ?coep=credentialless: that worker still
   // serves this load (no second reload), the new one takes over for the next
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     assert.deepEqual((await visit(page)).loads, 2);
@@ -246,11 +232,11 @@ test("tsllm-isolate.js?coep=credentialless: the page is isolated with COEP crede
 
 test("tsllm-isolate.js?coep= with another value: no service worker, the page not isolated, tsllmIsolation says what the parameter takes", { skip }, async () => {
   isolateQuery = "?coep=corp";
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     const before = pageRequests;
-    await page.goto(`${base}/`);
+    await page.goto(`${rig.base}/`);
     assert.deepEqual(await page.evaluate("globalThis.tsllmIsolation"), { isolated: false, why: "tsllm-isolate.js?coep=corp: expected require-corp or credentialless" });
     assert.deepEqual([pageRequests - before, await page.evaluate("crossOriginIsolated"), await page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)")], [1, false, 0]);
     assert.deepEqual(errors, []);
@@ -263,7 +249,7 @@ test("tsllm-isolate.js?coep= with another value: no service worker, the page not
 test("tsllmUnregisterIsolation() unregisters the service worker; tsllm-isolate.js?unregister does it at load and reloads the page once, no longer cross-origin isolated (nor on its next load)", { skip }, async () => {
   workerScript = "real";
   const registrations = (page: Page): Promise<number> => page.evaluate("navigator.serviceWorker.getRegistrations().then((r) => r.length)") as Promise<number>;
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     const first = await visit(page);
@@ -297,7 +283,7 @@ test("tsllmUnregisterIsolation() unregisters the service worker; tsllm-isolate.j
 
 test("a tab that left its isolated page (the worker unregistered) and loads tsllm-isolate.js again is isolated again with one reload, though Chromium gives it back the sessionStorage from before the isolating reload, which still holds the reload guard", { skip }, async () => {
   workerScript = "real";
-  const context = await browser!.newContext();
+  const context = await rig.browser.newContext();
   try {
     const { page, errors } = await newTab(context);
     const first = await visit(page);

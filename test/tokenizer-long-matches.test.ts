@@ -103,13 +103,8 @@ async function idsAndTurns(tok: HFTokenizer, text: string): Promise<[number[], n
   return [ids, turns];
 }
 
-test("gpt2-tiny: long runs searched a window at a time give encode()'s and @huggingface/tokenizers' ids", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
-  const tok = await tokenizerFromFolder(gpt2!), ref = await tokenizerFromFolder(gpt2!, { libraryOnly: true });
-  assert.notEqual(tok.encoder, "library");
-  const texts = [
-    `e${"\u0301".repeat(20_000)}`, "\u4e2d\u6587".repeat(10_000), `${" ".repeat(20_000)}x${" ".repeat(300)}`, `${"7".repeat(20_000)}a`,
-    `${",".repeat(5_000)}'s${"\u3000".repeat(3_000)}${"\ud83d\ude00".repeat(3_000)}`, runTexts().join(""),
-  ];
+/** each text's ids from encodeAsync and encode, windows of 5 characters and of the usual size, are `ref`'s (the library's) */
+async function assertWindowedIds(tok: HFTokenizer, ref: HFTokenizer, texts: readonly string[]): Promise<void> {
   for (const text of texts) {
     const want = ref.encode(text, { addSpecialTokens: false });
     for (const chars of [5, longMatchWindow.chars]) {
@@ -118,6 +113,16 @@ test("gpt2-tiny: long runs searched a window at a time give encode()'s and @hugg
       assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
     }
   }
+}
+
+test("gpt2-tiny: long runs searched a window at a time give encode()'s and @huggingface/tokenizers' ids", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  const tok = await tokenizerFromFolder(gpt2!), ref = await tokenizerFromFolder(gpt2!, { libraryOnly: true });
+  assert.notEqual(tok.encoder, "library");
+  const texts = [
+    `e${"\u0301".repeat(20_000)}`, "\u4e2d\u6587".repeat(10_000), `${" ".repeat(20_000)}x${" ".repeat(300)}`, `${"7".repeat(20_000)}a`,
+    `${",".repeat(5_000)}'s${"\u3000".repeat(3_000)}${"\ud83d\ude00".repeat(3_000)}`, runTexts().join(""),
+  ];
+  await assertWindowedIds(tok, ref, texts);
 });
 
 test("gpt2-tiny: encodeAsync lets the event loop turn while it searches a long run of combining marks", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
@@ -193,14 +198,7 @@ for (const name of ["llama3", "qwen3"]) {
       ...(wiki ? [readFileSync(wiki, "utf8").slice(0, 60_000)] : []),
       ...(novel ? [readFileSync(novel, "utf8").slice(0, 30_000)] : []),
     ];
-    for (const text of texts) {
-      const want = ref.encode(text, { addSpecialTokens: false });
-      for (const chars of [5, longMatchWindow.chars]) {
-        const got = await withWindow(chars, () => idsAndTurns(tok, text));
-        assert.deepEqual(got[0], want, `window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
-        assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
-      }
-    }
+    await assertWindowedIds(tok, ref, texts);
   });
 }
 
