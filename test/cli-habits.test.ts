@@ -122,6 +122,9 @@ test("an option left without its value, or a switch given one, is one line namin
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--seed"], "--seed needs a value after it"],
     [["tokenize", "-m"], "-m needs a value after it"],
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--json=1"], "--json takes no value: give --json alone"],
+    // an option followed by another: named as typed too; a short spelling's =VALUE form is its long name's
+    [["generate", "--model", "x.gguf", "--prompt", "hi", "--temp", "--", "x"], "--temp is followed by an option, not its value (for a value that is also an option's name, write --temp=VALUE)"],
+    [["generate", "--model", "x.gguf", "-p", "--seed", "1"], "-p is followed by an option, not its value (for a value that is also an option's name, write --prompt=VALUE)"],
   ] as const) {
     assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
   }

@@ -194,7 +194,15 @@ function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boo
     if (switchValue) throw new UsageError(`${switchValue[1]} takes no value: give ${switchValue[1]} alone`);
     // its advice to write --name=-XYZ is on a later line
     const ambiguous = /^Option '(--[^']+)' argument is ambiguous/.exec((e as Error).message);
-    if (ambiguous) throw new UsageError(`${ambiguous[1]} is followed by an option, not its value (for a value that is also an option's name, write ${ambiguous[1]}=VALUE)`);
+    if (ambiguous) {
+      // named as typed (--temp, not the --temperature it stands for): the first spelling of the
+      // option that an option-like argument follows is the one Node stopped at
+      const at = typed.findIndex((a, i) => (a === ambiguous[1] || `--${aliasTarget(a, options)}` === ambiguous[1]) && typed[i + 1]?.startsWith("-"));
+      const name = at < 0 ? ambiguous[1]! : typed[at]!;
+      // a short spelling's -p=VALUE is refused as run together (llama.cpp's way): its long name takes =VALUE
+      const write = name.startsWith("--") ? name : ambiguous[1];
+      throw new UsageError(`${name} is followed by an option, not its value (for a value that is also an option's name, write ${write}=VALUE)`);
+    }
     throw new UsageError((e as Error).message.split("\n")[0]!);
   }
 }
