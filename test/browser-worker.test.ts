@@ -644,10 +644,10 @@ test("a page that is no secure context (http from a LAN name, COOP/COEP sent): t
   assert.deepEqual(errors, []);
 });
 
-test("a text prompt past the context or past the KV cache: stream() cannot know it at the call (the tokenizer is the worker's), its first next() rejects with Node's RequestError and no step, generate() rejects with it; tokenize() first and the token prompt is refused at the call", { skip }, async () => {
+test("a text prompt past the context or past the KV cache: stream() cannot know it at the call (the tokenizer is the worker's), its first next() rejects with Node's RequestError and no step, generate() rejects with it; tokenize() first and the token prompt is refused at the call, without maxTokens too (the model's default, from the load's answer)", { skip }, async () => {
   type Refusal = { name: string; message: string; option?: string; code?: string } | "no throw" | "resolved";
   const long = "Once upon a time ".repeat(80);
-  const { value, errors } = await inPage<{ call: Refusal; first: Refusal; steps: number; generate: Refusal; tokenized: Refusal; kvCall: Refusal; kvFirst: Refusal }>(`
+  const { value, errors } = await inPage<{ call: Refusal; first: Refusal; steps: number; generate: Refusal; tokenized: Refusal; kvCall: Refusal; kvFirst: Refusal; kvTokens: number[]; kvTokenCall: Refusal; kvTokenGenerate: Refusal }>(`
     const refusal = (e) => ({ name: e.name, message: e.message, option: e.option, code: e.code });
     const thrown = (call) => { try { call(); return "no throw"; } catch (e) { return refusal(e); } };
     const engine = new TsllmWorker("/tsllm/engine-worker.js");
@@ -665,8 +665,12 @@ test("a text prompt past the context or past the KV cache: stream() cannot know 
     let kv;
     const kvCall = thrown(() => { kv = engine.stream("Once upon a time", { maxTokens: 2000 }); });
     const kvFirst = await kv.next().then(() => "resolved", refusal);
+    // a token prompt without maxTokens: the model's default is what cannot fit
+    const kvTokens = await engine.tokenize("Once upon a time");
+    const kvTokenCall = thrown(() => engine.stream(kvTokens));
+    const kvTokenGenerate = await engine.generate(kvTokens).then(() => "resolved", refusal);
     engine.terminate();
-    return { call, first, steps, generate, tokenized, kvCall, kvFirst };`);
+    return { call, first, steps, generate, tokenized, kvCall, kvFirst, kvTokens, kvTokenCall, kvTokenGenerate };`);
   const refusal = (e: unknown): Refusal => {
     const { name, message, option, code } = e as RequestError;
     return { name, message, option, code };
@@ -686,6 +690,11 @@ test("a text prompt past the context or past the KV cache: stream() cannot know 
     assert.equal((nodeKv as RequestError).option, "maxTokens", JSON.stringify(nodeKv));
     assert.equal(value.kvCall, "no throw");
     assert.deepEqual(value.kvFirst, nodeKv);
+    // the judge: Model.stream's own refusal of the same token prompt without maxTokens, at its call
+    const nodeDefault = thrown(() => small.stream(value.kvTokens));
+    assert.equal((nodeDefault as RequestError).code, "context_length_exceeded", JSON.stringify(nodeDefault));
+    assert.deepEqual(value.kvTokenCall, nodeDefault);
+    assert.deepEqual(value.kvTokenGenerate, nodeDefault);
   } finally {
     model.dispose();
     small.dispose();

@@ -4,7 +4,7 @@
  * stops them. Runs on a page's main thread (nothing here blocks).
  */
 import { checkChatArguments, NoChatTemplateError, type ChatMessageInput } from "../chat/index.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkTokenPromptKv, checkWidth, compileRequestConstraint, type RequestLimits } from "../engine/request-checks.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkTokenPromptKv, checkWidth, compileRequestConstraint } from "../engine/request-checks.js";
 import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, constraintOf, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
 import { tokenIdRefusal } from "../tokenizer/index.js";
@@ -70,12 +70,15 @@ function checkConstraint(options: WorkerGenerateOptions): void {
  * (request-checks.ts), in Engine.submit's order, as it runs them at Model.stream's call: with
  * the model's limits (once its load has answered) a token prompt against the vocabulary and the
  * context, stop tokens and logitBias ids against the vocabulary; the constraint's grammar, which
- * needs no model; then choices or beams against the sequences run at once. `stopTokens`: the
+ * needs no model; then choices or beams against the sequences run at once, and a token prompt's
+ * KV worst case against the pool's size (with maxTokens, else the model's default from the load's
+ * answer, as Model.stream applies it). `stopTokens`: the
  * request's, as the engine gets them (streamChat's after the template's end-of-turn ids, which
  * Node's message counts in their index); undefined where the page cannot know them (a chat with
  * a chatTemplate option: the worker refuses them, at the first next()).
  */
-function checkRequest(limits: RequestLimits | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: readonly number[] | undefined): void {
+function checkRequest(model: Pick<LoadedModel, "limits" | "defaultMaxTokens"> | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: readonly number[] | undefined): void {
+  const limits = model?.limits;
   if (limits) {
     if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
     if (stopTokens) checkStopTokens(stopTokens, limits.tokenIds);
@@ -83,7 +86,7 @@ function checkRequest(limits: RequestLimits | undefined, prompt: string | readon
   }
   checkConstraint(options);
   if (limits) checkWidth(options.numBeams ?? options.n ?? 1, options.numBeams !== undefined, limits.maxSequences);
-  if (limits && Array.isArray(prompt)) checkTokenPromptKv(prompt.length, options, limits);
+  if (limits && Array.isArray(prompt)) checkTokenPromptKv(prompt.length, options, limits, model?.defaultMaxTokens);
 }
 
 /** a URL relative to the page, as the worker (and the cache) sees it */
@@ -106,7 +109,7 @@ export class TsllmWorker {
   /** why the worker cannot answer any more (terminated, or its script failed to load): later calls reject with it */
   private dead: Error | undefined;
   /** the loaded model's limits and whether it has a chat template, from its load's answer; undefined while a load or unload sent since may change the model (the worker checks then) */
-  private model: Pick<LoadedModel, "limits" | "hasChatTemplate" | "endOfTurnIds"> | undefined;
+  private model: Pick<LoadedModel, "limits" | "defaultMaxTokens" | "hasChatTemplate" | "endOfTurnIds"> | undefined;
   /** loads and unloads sent: a load's answer is the model only when none was sent after it */
   private modelChanges = 0;
 
@@ -225,7 +228,7 @@ export class TsllmWorker {
     const change = ++this.modelChanges;
     this.model = undefined;
     return this.streamed<LoadedModel>({ op: "load", source: s, options: rest, progress: onProgress !== undefined }, { signal, onProgress }).then((loaded) => {
-      if (change === this.modelChanges) this.model = { limits: loaded.limits, hasChatTemplate: loaded.hasChatTemplate, endOfTurnIds: loaded.endOfTurnIds };
+      if (change === this.modelChanges) this.model = { limits: loaded.limits, defaultMaxTokens: loaded.defaultMaxTokens, hasChatTemplate: loaded.hasChatTemplate, endOfTurnIds: loaded.endOfTurnIds };
       return loaded;
     });
   }
@@ -304,7 +307,7 @@ export class TsllmWorker {
   private checkGeneration(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal }): void {
     checkStreamOptions(options);
     if (typeof prompt !== "string" && !Array.isArray(prompt)) throw new OptionError(`prompt: expected a string or an array of token ids, got ${shownValue(prompt)}`, "prompt");
-    checkRequest(this.model?.limits, prompt, options, Array.isArray(options.stopTokens) ? options.stopTokens : undefined);
+    checkRequest(this.model, prompt, options, Array.isArray(options.stopTokens) ? options.stopTokens : undefined);
   }
 
   /** what the page can tell of a chat request before it is sent (streamChat() and chat()) */
@@ -316,7 +319,7 @@ export class TsllmWorker {
     checkStreamOptions(generation);
     // (the model's own template's end-of-turn ids, from its load; another template's need the worker's tokenizer)
     const endOfTurn = options.chatTemplate === undefined ? this.model?.endOfTurnIds : undefined;
-    checkRequest(this.model?.limits, undefined, generation, endOfTurn ? [...endOfTurn, ...(Array.isArray(generation.stopTokens) ? generation.stopTokens : [])] : undefined);
+    checkRequest(this.model, undefined, generation, endOfTurn ? [...endOfTurn, ...(Array.isArray(generation.stopTokens) ? generation.stopTokens : [])] : undefined);
   }
 
   /**
@@ -334,11 +337,12 @@ export class TsllmWorker {
    * prompt's kind, a terminated worker, a value that cannot be sent) throws here with nothing
    * sent, as Model.stream does; so does what the loaded model's limits tell (a token id outside
    * its vocabulary in the prompt, stopTokens or logitBias, a token prompt that fills its context,
-   * n or numBeams past its sequences at once), once its load has answered, and a grammar, JSON
-   * schema, choice list or regex that does not compile (the engine's RequestError). What needs
-   * its tokenizer (a text prompt longer than the context) or its KV cache rejects the first next().
-   * Leaving the loop (break, return, a throw),
-   * even before its first step, stops the generation in the worker.
+   * n or numBeams past its sequences at once, a token prompt whose KV worst case, with maxTokens
+   * or the model's default, its KV cache can never hold), once its load has answered, and a
+   * grammar, JSON schema, choice list or regex that does not compile (the engine's RequestError).
+   * What needs its tokenizer (a text prompt longer than the context or than the KV cache holds)
+   * rejects the first next(). Leaving the loop (break, return, a throw), even before its first
+   * step, stops the generation in the worker.
    */
   stream(prompt: string | readonly number[], options: WorkerGenerateOptions & { signal?: AbortSignal } = {}): AsyncGenerator<Step, GenerationResult> {
     this.checkGeneration(prompt, options);

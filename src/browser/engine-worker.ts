@@ -95,10 +95,11 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
     endOfTurnIds = undefined;
   }
   return {
+    // defaultMaxTokens: Model.stream's default (Model.submit's 256 where the generation defaults name none)
     // the backend's own count: 1 on a page that is not cross-origin isolated, whatever was asked
     source: m.path, info: m.info, backend: backendName, threads: wasm?.threads ?? 1, ...(note ? { threadsNote: note } : {}),
     ...(wasm ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: wasm.memoryCount } : {}),
-    contextSize: m.contextSize, limits: m.engine.limits, loadMs: m.loadMs, hasChatTemplate, ...(endOfTurnIds ? { endOfTurnIds } : {}),
+    contextSize: m.contextSize, limits: m.engine.limits, defaultMaxTokens: m.generationDefaults.maxTokens ?? 256, loadMs: m.loadMs, hasChatTemplate, ...(endOfTurnIds ? { endOfTurnIds } : {}),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
     ...(loaded.refetched ? { refetched: loaded.refetched } : {}),
   };

@@ -52,6 +52,8 @@ export interface LoadedModel {
   contextSize: number;
   /** what the engine checks a request against (the vocabulary, the context, the sequences at once): the page checks stream() with them at its call */
   limits: RequestLimits;
+  /** the maxTokens a request that leaves it out gets (the model's generation config's, else 256, as Model.stream applies it): the page checks a token prompt's KV worst case with it at the call */
+  defaultMaxTokens: number;
   loadMs: number;
   /** whether the GGUF has a chat template (chat() needs one) */
   hasChatTemplate: boolean;

@@ -125,19 +125,22 @@ export function checkKvWorstCase(request: KvRequest, limits: Pick<RequestLimits,
 /**
  * The page's KV check of a token prompt (the browser build), from the options as stream() takes
  * them: beam search with numBeams, speculative decoding by prompt lookup, else n choices (as
- * Model.submit reads them). Only with maxTokens given: the model's own default (its generation
- * config, else 256) is the worker's to apply.
+ * Model.submit reads them). Without maxTokens, `defaultMaxTokens`: the model's own default (its
+ * generation config's, else 256), which the worker applies and sends with the load's answer;
+ * unchecked where it is not known.
  */
 export function checkTokenPromptKv(
   promptTokens: number,
   options: { maxTokens?: number; n?: number; numBeams?: number; promptLookup?: boolean | number; draftTokens?: number },
   limits: RequestLimits,
+  defaultMaxTokens?: number,
 ): void {
-  if (!limits.kv || options.maxTokens === undefined) return;
+  const maxTokens = options.maxTokens ?? defaultMaxTokens;
+  if (!limits.kv || maxTokens === undefined) return;
   const decoding: KvRequest["decoding"] = options.numBeams !== undefined ? { kind: "beam", numBeams: options.numBeams }
     : options.promptLookup ? { kind: "speculative", draftTokens: options.draftTokens ?? defaultDraftTokens(false), draft: false }
     : { kind: "sample", n: options.n ?? 1 };
-  checkKvWorstCase({ promptTokens, maxTokens: options.maxTokens, decoding }, { contextSize: limits.contextSize, kv: limits.kv });
+  checkKvWorstCase({ promptTokens, maxTokens, decoding }, { contextSize: limits.contextSize, kv: limits.kv });
 }
 
 /** a constraint compiled (the engine's grammar), or a RequestError naming the option whose grammar, schema, choices or regex does not compile, and where */
