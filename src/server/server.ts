@@ -85,6 +85,26 @@ export interface ServeOptions {
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
+
+/**
+ * The connection errors that mean the client went away (its peer reset or closed the connection,
+ * or the network between them failed): node's 'clientError' carries any error of the connection's
+ * socket (these, from its reads and writes), besides llhttp's parse errors (HPE_*) and its own
+ * request timeout. A client gone sent no malformed HTTP.
+ */
+const CLIENT_GONE = new Set(["HPE_INVALID_EOF_STATE", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ECONNABORTED", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EHOSTDOWN"]);
+
+/**
+ * The status a connection that node gave up on is counted and logged as (and answered with, where
+ * it can still be): nginx's 499 for a client that went away (CLIENT_GONE: it closed or reset its
+ * connection while its request was arriving, or the connection failed under an answer), 408 for a
+ * request too slow to arrive, 431 for headers too large, 413 for chunk extensions too large, 400
+ * for malformed HTTP.
+ */
+export function clientErrorStatus(e: Pick<NodeJS.ErrnoException, "code">): number {
+  if (e.code !== undefined && CLIENT_GONE.has(e.code)) return CLIENT_CLOSED_REQUEST;
+  return e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : e.code === "HPE_HEADER_OVERFLOW" ? 431 : e.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413 : 400;
+}
 const DEFAULT_READ_TIMEOUT_MS = 60_000;
 const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 /** OpenAI's GET /v1/models/{model}: the one route whose path holds a value */
@@ -315,15 +335,13 @@ export class OpenAIServer {
    * connection already answered, or gone, is only closed.
    */
   private clientError(e: NodeJS.ErrnoException, socket: Duplex): void {
-    // a client that closes or resets its connection while its request is still arriving left (a
-    // 499, as the requests it leaves later), it did not send malformed HTTP: nothing to answer
-    if (e.code === "HPE_INVALID_EOF_STATE" || e.code === "ECONNRESET") {
-      this.clientErrors.set(socket, CLIENT_CLOSED_REQUEST);
+    const status = clientErrorStatus(e);
+    this.clientErrors.set(socket, status);
+    // a client gone has nothing to be answered
+    if (status === CLIENT_CLOSED_REQUEST) {
       socket.destroy();
       return;
     }
-    const status = e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : e.code === "HPE_HEADER_OVERFLOW" ? 431 : e.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413 : 400;
-    this.clientErrors.set(socket, status);
     if (socket.writable && (socket as Socket).bytesWritten === 0) {
       const err = status === 408
         ? new ApiError(408, `the request did not arrive in full within the ${this.readTimeoutMs} ms this server waits for a request's headers and body (${this.settings.readTimeoutMs})`, "invalid_request_error", null, "request_timeout")
