@@ -81,6 +81,10 @@ test("generate --grammar takes the grammar's text as llama.cpp's --grammar does,
   assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--grammar", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --grammar is empty; give a GBNF grammar file or the grammar's text or leave the option out\n" });
 });
 
+test("an empty --json-schema (\"$SCHEMA\" unset) is one line saying it takes a file or the JSON itself, not \"give a file name\"", () => {
+  assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--json-schema", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --json-schema is empty; give a JSON Schema file or the schema's JSON or leave the option out\n" });
+});
+
 test("an empty --stop (generate, chat) is one line naming the flag before any model loads, not the library's \"stop strings[0]\" after the load", () => {
   for (const args of [["generate", "--model", "x.gguf", "--prompt", "hi", "--stop", ""], ["generate", "--model", "x.gguf", "--prompt", "hi", "--stop", "a", "--stop", ""], ["chat", "--model", "x.gguf", "--stop", ""]]) {
     assert.deepEqual(tsllm(args), { code: 2, stdout: "", stderr: "tsllm: error: --stop is empty; give the text to stop at, or leave the option out\n" }, args.join(" "));

@@ -57,6 +57,11 @@ test("a negative number given to an option is checked like any value, in one lin
   const v = tsllm("--version");
   assert.equal(v.code, 0);
   assert.equal(v.stdout, `tsllm ${JSON.parse(readFileSync(join(PROJECT_ROOT, "package.json"), "utf8")).version}\n`);
+  // a stray argument after it is refused, as every command refuses one, not dropped
+  for (const flag of ["--version", "-V"]) {
+    const extra = tsllm(flag, "extra");
+    assert.deepEqual([extra.code, extra.stdout, extra.stderr], [2, "", `tsllm: error: unexpected argument 'extra' (${flag} takes no arguments)\n`], flag);
+  }
 });
 
 test("a missing or corrupt model file is one clear error line naming the file", () => {

@@ -173,7 +173,8 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   // the grammar's text, as llama.cpp's --grammar takes it (its --grammar-file, an alias here, a
   // file): every GBNF grammar defines a rule, "::=", which a file's path does not hold
   if (grammar !== undefined) return { grammar: grammar.includes("::=") ? grammar : readTextFile(grammar, "--grammar") };
-  const schema = optionalString(values, "json-schema");
+  // an empty one ("$SCHEMA" unset) is neither a file nor JSON: readTextFile's "give a file name" told half of it
+  const schema = optionalNonEmpty(values, "json-schema", "a JSON Schema file or the schema's JSON");
   if (schema !== undefined) {
     // inline JSON, or a file holding it
     const text = schema.trimStart().startsWith("{") ? schema : readTextFile(schema, "--json-schema");

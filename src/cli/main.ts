@@ -24,6 +24,8 @@ async function main(argv: string[]): Promise<number> {
     return command === undefined ? 2 : 0;
   }
   if (command === "--version" || command === "-V") {
+    // `tsllm --version extra` printed the version and dropped the rest, as no command does
+    if (rest.length > 0) throw new UsageError(`unexpected argument '${rest[0]}' (${command} takes no arguments)`);
     // package.json is two folders up from both src/cli/ and dist/cli/
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
     process.stdout.write(`tsllm ${pkg.version}\n`);
