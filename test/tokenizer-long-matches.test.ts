@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { hfFolders } from "../scripts/tokenizer-diff.js";
+import { hfFolders, LLAMA_CPP_DISAGREES } from "../scripts/tokenizer-diff.js";
 import { folderTokenizerEntries } from "../src/convert/tokenizer-keys.js";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { tokenizerFromFolder, type HFTokenizer } from "../src/tokenizer/hf/index.js";
@@ -238,3 +238,78 @@ for (const [name, pre] of [["llama3", "llama-bpe"], ["qwen3", "qwen2"]] as const
     }
   });
 }
+
+/*
+ * deepseek's, bloom's and viking's patterns are lists of one character class each, optionally
+ * after one character of another and optionally repeated (ClassRuns): a match ending before a
+ * window's end is the piece's, one reaching it goes on to the end of its run, and a window with no
+ * match leaves its last character to search from. 10M CJK under deepseek-llm was one search
+ * running out of V8's regex stack.
+ */
+const CLASS_RUN_PRES = ["deepseek-llm", "deepseek-coder", "deepseek-v3", "bloom", "viking"];
+
+function classRunTexts(): string[] {
+  const texts = runTexts();
+  const runs = ["\u4e2d", "\uac00", "\u3042", "\u3000", "\u00a0", "a", "\u{1d400}", "\u{10400}", "!", "\uff01", "\u2026", "\u0964", "7", "\u0661", "\r\n", "\u0301"];
+  const ends = ["", "x", " x", "\u3000!", "\n", "123", "\u4e2d", "\u{10401}", ",", " "];
+  for (const a of runs) {
+    for (const b of runs) for (const n of [1, 3, 5, 9]) for (const e of ends) texts.push(`${a}${b.repeat(n)}${e}`, `${e}${a.repeat(n)} ${b.repeat(n)}${e}`);
+  }
+  return texts;
+}
+
+test("deepseek's, bloom's and viking's patterns searched a window at a time split as one search over the whole text", () => {
+  let compared = 0;
+  const texts = classRunTexts();
+  for (const pre of CLASS_RUN_PRES) {
+    const patterns = preTokenizerPatterns(pre)!;
+    for (const text of texts) {
+      // the whole text split by each pattern in turn, matches and what lies between kept
+      let want = [text];
+      for (const re of patterns) want = want.flatMap((p) => p.split(new RegExp(`(${re.source})`, "gu")).filter((x) => x !== ""));
+      for (const chars of [4, 5, 7, 16]) {
+        const got = withWindow(chars, () => piecesOf(text, patterns).pieces);
+        assert.deepEqual(got, want, `${pre}, window ${chars}: ${JSON.stringify(text)}`);
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared > 100_000, `${compared} splits compared`);
+});
+
+test("a long run or gap under deepseek's, bloom's or viking's patterns is reported a window at a time before it is handed out", () => {
+  // before: one regex search found each whole (no report)
+  for (const run of ["\u4e2d", "a", "!", "7", "\u3042"]) {
+    for (const pre of CLASS_RUN_PRES) {
+      const patterns = preTokenizerPatterns(pre)!;
+      const text = `${run.repeat(200_000)}x`;
+      let want = [text];
+      for (const re of patterns) want = want.flatMap((p) => p.split(new RegExp(`(${re.source})`, "gu")).filter((x) => x !== ""));
+      const { pieces, reports } = piecesOf(text, patterns);
+      assert.deepEqual(pieces, want, `${pre}: ${JSON.stringify(run)}`);
+      // deepseek-v3's digits are pieces of 3, no long match
+      if (pre !== "deepseek-v3" || run !== "7") assert.ok(reports >= Math.floor(200_000 / longMatchWindow.chars) - 1, `${pre}, ${JSON.stringify(run)}: ${reports} reports`);
+    }
+  }
+});
+
+test("deepseek-llm's vocab-only GGUF: long runs searched a window at a time give llama.cpp's ids", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-deepseek-llm.gguf") }, async () => {
+  const path = sharedFile("tokenizer-tests/ggml-vocab-deepseek-llm.gguf")!;
+  const ours = loadGGUFTokenizer(path);
+  const model = await (await sharedLlama()).loadModel({ modelPath: path, vocabOnly: true });
+  try {
+    const texts = [
+      "\u4e2d\u6587".repeat(1_000), `${"a".repeat(2_000)} ${"\u4e2d".repeat(2_000)}!`, ` ${"!".repeat(2_000)}\n${"7".repeat(2_000)}x`,
+      `x\u3000${"\u3000".repeat(2_000)}\uff01`, `${"\uac00".repeat(2_000)}\u{10400}${"\u{10401}".repeat(1_000)}`, classRunTexts().slice(0, 3000).join(""),
+    ].map(LLAMA_CPP_DISAGREES["deepseek-llm"]!.tame);
+    for (const text of texts) {
+      const want = Array.from(model.tokenize(text, false)) as number[];
+      for (const chars of [5, longMatchWindow.chars]) {
+        assert.deepEqual(withWindow(chars, () => ours.encode(text, { addSpecialTokens: false })), want, `encode, window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
+      }
+      assert.deepEqual(await ours.encodeAsync(text, { addSpecialTokens: false }), want, `encodeAsync: ${JSON.stringify(text.slice(0, 20))}`);
+    }
+  } finally {
+    await model.dispose();
+  }
+});

@@ -37,7 +37,7 @@ const DEEPSEEK_LETTERS = `[${
   "\\u{10c80}-\\u{10cb2}\\u{10cc0}-\\u{10cf2}\\u{118a0}-\\u{118df}\\u{1e900}-\\u{1e943}"
 }]`;
 // CJK ideographs, U+0800..U+4E00 and Hangul, as one class (deepseek's "[一-龥ࠀ-一가-퟿]")
-const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]+";
+const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]";
 /**
  * deepseek-llm's trailing whitespace, `\s+$`, starting only where a whitespace run starts: the same
  * leftmost match (a run that reaches the end begins after a non-space), but a backtracking engine
@@ -45,7 +45,27 @@ const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]+";
  * spaces then a digit take 100 s (quadratic).
  */
 const TRAILING_SPACE = `(?<!${S})${S}+$`;
-const BLOOM = ` ?[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]+`;
+/**
+ * A pattern that is one character class, optionally after one character of another and optionally
+ * repeated (`P?C+`, `C+`, `C`; ClassRuns): a leftmost match is decided by at most one character
+ * past its start and, repeated, by one past its end (the first character not in C). So a match
+ * found in a window of the piece that ends before the window's end is the piece's; one reaching it
+ * goes on to the end of its run of C; no match in a window leaves its last character (a P
+ * before a C past the window) to search from next.
+ */
+interface ClassRun {
+  readonly plus: boolean;
+  /** the first character not in C */
+  readonly end: RegExp;
+}
+const CLASS_RUNS = new Map<string, ClassRun>();
+/** the source of `prefix?cls+` (or `cls`), recorded as a ClassRun */
+function classRun(prefix: string, cls: string, plus = true): string {
+  const source = `${prefix === "" ? "" : `${prefix}?`}${cls}${plus ? "+" : ""}`;
+  CLASS_RUNS.set(source, { plus, end: new RegExp(`(?!${cls})[^]`, "gu") });
+  return source;
+}
+const BLOOM = classRun(" ", `[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]`);
 
 const PATTERNS: Record<string, string[]> = {
   default: ["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"],
@@ -54,15 +74,18 @@ const PATTERNS: Record<string, string[]> = {
   qwen2: [QWEN2],
   starcoder: ["\\p{N}", GPT2],
   falcon: ["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
-  "deepseek-llm": ["[\\r\\n]", `${S}?${DEEPSEEK_LETTERS}+`, `${S}?[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]+`, TRAILING_SPACE, DEEPSEEK_CJK, "\\p{N}+"],
-  "deepseek-coder": ["[\\r\\n]", `${S}?\\p{L}+`, `${S}?\\p{P}+`, DEEPSEEK_CJK, "\\p{N}"],
+  "deepseek-llm": [
+    classRun("", "[\\r\\n]", false), classRun(S, DEEPSEEK_LETTERS), classRun(S, "[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]"),
+    TRAILING_SPACE, classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}"),
+  ],
+  "deepseek-coder": [classRun("", "[\\r\\n]", false), classRun(S, "\\p{L}"), classRun(S, "\\p{P}"), classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}", false)],
   "deepseek-v3": [
     "\\p{N}{1,3}",
-    "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]+",
+    classRun("", "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]"),
     `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
   ],
   bloom: [BLOOM],
-  viking: [BLOOM, "\\p{N}"],
+  viking: [BLOOM, classRun("", "\\p{N}", false)],
   tekken: [
     `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
   ],
@@ -114,9 +137,12 @@ export class PieceCursor {
   private readonly runScan: Int32Array;
   private readonly runEnd: (RegExp | undefined)[];
   private readonly runSpaces: boolean[];
-  /** per pattern: Llama 3's or Qwen2's (LlamaRuns), its digits per piece; a long match's end being looked for */
+  /** per pattern: Llama 3's or Qwen2's (LlamaRuns), its digits per piece; or a ClassRun */
   private readonly llamaDigits: (number | undefined)[];
-  private readonly llamaScan: (Generator<number, number> | undefined)[];
+  private readonly classRuns: (ClassRun | undefined)[];
+  /** per pattern (LlamaRuns, ClassRuns): a long match's start, and its end being looked for */
+  private readonly scanStart: Int32Array;
+  private readonly matchScan: (Generator<number, number> | undefined)[];
 
   /**
    * `emptyMatchCuts`: an empty match ends the gap before it (Hugging Face's JS tokenizers split
@@ -134,7 +160,9 @@ export class PieceCursor {
     this.runEnd = new Array<RegExp | undefined>(n);
     this.runSpaces = new Array<boolean>(n).fill(false);
     this.llamaDigits = patterns.map((re) => (re.flags === "gu" ? LLAMA_DIGITS.get(re.source) : undefined));
-    this.llamaScan = new Array<Generator<number, number> | undefined>(n);
+    this.classRuns = patterns.map((re) => (re.flags === "gu" ? CLASS_RUNS.get(re.source) : undefined));
+    this.scanStart = new Int32Array(n);
+    this.matchScan = new Array<Generator<number, number> | undefined>(n);
     // no patterns: the text is the one piece
     if (n === 0) this.piece[0] = text;
     else this.enter(0, text);
@@ -149,7 +177,7 @@ export class PieceCursor {
 
   /**
    * the next piece, or undefined after the last; a number: that many characters of a long match
-   * of GPT-2's, Llama 3's or Qwen2's pattern were read, its end not found yet (a megabyte of one letter is one match,
+   * or gap of GPT-2's, Llama 3's, Qwen2's pattern or a ClassRun were read, its end not found yet (a megabyte of one letter is one match,
    * and one regex search over it held the event loop for a fifth of a second)
    */
   next(): string | number | undefined {
@@ -171,13 +199,17 @@ export class PieceCursor {
         if (from > piece.length) { this.depth--; continue; }
         const re = this.patterns[d]!;
         let m: RegExpExecArray | null;
-        const runs = this.longRuns[d], digits = this.llamaDigits[d];
+        const runs = this.longRuns[d], digits = this.llamaDigits[d], classRun = this.classRuns[d];
         if (runs && piece.length - from > longMatchWindow.chars) {
           const found = this.windowed(d, runs, piece, from);
           if (typeof found === "number") return found;
           m = found;
         } else if (digits !== undefined && piece.length - from > longMatchWindow.chars) {
           const found = this.llamaWindowed(d, digits, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
+        } else if (classRun !== undefined && piece.length - from > longMatchWindow.chars) {
+          const found = this.classWindowed(d, classRun, piece, from);
           if (typeof found === "number") return found;
           m = found;
         } else {
@@ -263,8 +295,7 @@ export class PieceCursor {
    * the runs it is made of, each looked for a window per call (a number: characters read).
    */
   private llamaWindowed(d: number, digits: number, piece: string, from: number): RegExpExecArray | number {
-    let scan = this.llamaScan[d];
-    if (scan === undefined) {
+    if (this.matchScan[d] === undefined) {
       const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars));
       const re = this.patterns[d]!;
       re.lastIndex = from;
@@ -275,14 +306,46 @@ export class PieceCursor {
         SPACE_END.lastIndex = from;
         if (SPACE_END.exec(piece.slice(0, x)) !== null) return m;
       }
-      scan = this.llamaScan[d] = llamaMatchEnd(piece, from, digits);
+      this.matchScan[d] = llamaMatchEnd(piece, from, digits);
     }
-    const step = scan.next();
+    this.scanStart[d] = from;
+    return this.scanStep(d, piece);
+  }
+
+  /** a step of the long match being worked out (LlamaRuns, ClassRuns): characters read, or the match */
+  private scanStep(d: number, piece: string): RegExpExecArray | number {
+    const step = this.matchScan[d]!.next();
     if (!step.done) return step.value;
-    this.llamaScan[d] = undefined;
+    this.matchScan[d] = undefined;
+    const from = this.scanStart[d]!;
     const m = [piece.slice(from, step.value)] as unknown as RegExpExecArray;
     m.index = from;
     return m;
+  }
+
+  /**
+   * A ClassRun searched from `from` in a window of the piece: its match there where it ends before
+   * the window's end (or is one character), else the run of its class looked for a window per
+   * call; no match in the window: the search goes on from the window's last character (a number:
+   * characters read).
+   */
+  private classWindowed(d: number, run: ClassRun, piece: string, from: number): RegExpExecArray | number {
+    if (this.matchScan[d] === undefined) {
+      const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars));
+      const re = this.patterns[d]!;
+      re.lastIndex = from;
+      const m = re.exec(piece.slice(0, x));
+      if (m === null) {
+        const last = x - (piece.charCodeAt(x - 1) >= 0xdc00 && piece.charCodeAt(x - 1) <= 0xdfff ? 2 : 1);
+        this.searchFrom[d] = last;
+        return last - from;
+      }
+      const end = m.index + m[0].length;
+      if (!run.plus || end < x) return m;
+      this.scanStart[d] = m.index;
+      this.matchScan[d] = runEnd(piece, x, run.end);
+    }
+    return this.scanStep(d, piece);
   }
 }
 
@@ -416,8 +479,8 @@ function longRunsOf(re: RegExp): LongRuns | undefined {
 
 /**
  * `re.exec(text)` from re.lastIndex, or one clear line where V8's backtracking stack runs out: a
- * single match of millions of characters (10M "中" with no space under deepseek-llm's CJK class; 3M
- * pass; GPT-2's pattern is searched a window at a time, LongRuns) threw a bare "RangeError:
+ * single match of millions of characters (10M "中" with no space under deepseek-v3's letters; 3M
+ * pass; GPT-2's, Llama 3's, Qwen2's patterns and ClassRuns are searched a window at a time) threw a bare "RangeError:
  * Maximum call stack size exceeded".
  */
 function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
