@@ -304,6 +304,49 @@ test("rm of a repo a download is writing into is refused naming the process; onc
   assert.ok(!existsSync(join(cache, "models--acme--busy")));
 });
 
+test("rm of a revision beside a live download proceeds unless it takes what the download writes: its snapshot (named, with the process) or the whole repo", async () => {
+  const cache = join(dir, "rm-beside");
+  const keep: FakeFile = { path: "keep-Q8_0.gguf", content: randomBytes(3_000, 6) };
+  const big: FakeFile = { path: "beside-Q8_0.gguf", content: randomBytes(2_000_000, 7) };
+  hub.add({ repo: "acme/beside", commit: C1, refs: ["old"], files: [readme1] });
+  await downloadModel("acme/beside@old", opts(cache));
+  hub.add({ repo: "acme/beside", commit: C3, refs: ["keep"], files: [keep] });
+  await downloadModel("acme/beside@keep", opts(cache));
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+  hub.add({ repo: "acme/beside", commit: C2, refs: ["main"], files: [readme2, big] });
+  hub.stallMidway.set(sha256(big.content), 1); // main's download links its README, then stops mid-GGUF holding its locks
+  const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/beside", "--include", "*", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: "ignore" });
+  const exited = new Promise((done) => download.on("close", done));
+  const a = join(cache, "models--acme--beside");
+  try {
+    const partial = join(a, "blobs", `${blobName(big)}.incomplete`);
+    while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) await new Promise((r) => setTimeout(r, 50));
+    const locks = join(cache, ".locks", "models--acme--beside");
+    const writing = await tsllm(["rm", `acme/beside@${C2}`], env);
+    assert.equal(writing.code, 1);
+    const snapshotLock = readdirSync(locks).filter((n) => n.startsWith(`snapshot-${C2}-`));
+    assert.equal(snapshotLock.length, 1, "the download holds one lock for the snapshot it writes");
+    assert.equal(writing.stderr, `tsllm: error: acme/beside@${C2} is being downloaded by process ${download.pid} (it holds ${join(locks, snapshotLock[0]!)}); wait for it to finish or stop it, then run rm again\n`);
+    assert.ok(existsSync(join(a, "snapshots", C2, readme2.path)), "the snapshot it writes is kept");
+    const whole = await tsllm(["rm", "acme/beside"], env);
+    assert.equal(whole.code, 1);
+    assert.match(whole.stderr, new RegExp(`^tsllm: error: acme/beside is being downloaded by process ${download.pid} `));
+    // old's README blob is old's alone; the download holds no lock of it
+    const old = await tsllm(["rm", "acme/beside@old"], env);
+    assert.equal(old.code, 0, old.stderr);
+    assert.ok(!existsSync(join(a, "snapshots", C1)) && !existsSync(join(a, "refs", "old")) && !existsSync(join(a, "blobs", blobName(readme1))));
+    assert.ok(existsSync(partial) && existsSync(join(a, "snapshots", C2, readme2.path)), "the download's partial file and snapshot are kept");
+    assert.deepEqual(readFileSync(join(a, "snapshots", C3, keep.path)), keep.content);
+  } finally {
+    download.kill("SIGKILL");
+    await exited;
+  }
+  // its holder gone, the snapshot lock is no obstacle
+  const gone = await tsllm(["rm", `acme/beside@${C2}`], env);
+  assert.equal(gone.code, 0, gone.stderr);
+  assert.ok(!existsSync(join(a, "snapshots", C2)));
+});
+
 test("ls skips a blob renamed or removed between the listing of blobs/ and its stat (a download finishing beside it), not crash with ENOENT", async () => {
   const cache = join(dir, "ls-race");
   await fillCache(cache);

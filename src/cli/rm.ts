@@ -6,8 +6,9 @@ import { cacheRootFromOptions } from "./ls.js";
 export const rmHelp = `Usage: tsllm rm REPO [--revision R] [--source hf|modelscope] [--cache DIR]
 
 Removes a model from the Hugging Face cache: the whole repo folder, or with --revision (or
-REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses. A repo that
-a tsllm download is writing into is left alone until that download ends.
+REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses. While a
+tsllm download is writing into the repo, the whole repo, the snapshot it writes and a blob it
+holds are left alone until that download ends; other revisions can be removed meanwhile.
 
   --revision R    a branch, tag or commit of the repo (a commit's short id, as tsllm ls prints it, will do)
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)

@@ -1,7 +1,7 @@
 import { type Dirent, existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { basename, join, sep } from "node:path";
-import { RepoCache, repoFolderName } from "./cache.js";
+import { RepoCache, repoFolderName, snapshotOfLock } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
 import { liveHolder, withFileLock } from "./lock.js";
 import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
@@ -250,23 +250,23 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
   }
   const cache = new RepoCache(root, repo);
-  // a download in progress holds a lock per blob: removing under it loses its work and leaves it
-  // failing on a folder gone, or linking a blob this removal deletes (a broken snapshot)
+  // a download in progress holds a lock per blob it writes and one for the snapshot it writes
+  // (see RepoCache.snapshotLockPath): removing the repo under it loses its work and leaves it
+  // failing on a folder gone; a revision is refused only where its removal takes what a download
+  // writes (that snapshot, or a blob it frees), as delete_revisions frees only that revision's own
   const locks = join(root, ".locks", repoFolderName(repo));
-  if (existsSync(locks) && lstatSync(locks).isDirectory()) {
-    for (const name of readdirSync(locks)) {
-      if (!name.endsWith(".tsllm.lock")) continue;
-      const holder = liveHolder(join(locks, name));
-      if (holder) throw new HubError("busy", `${repo} is being downloaded by ${holder} (it holds ${join(locks, name)}); wait for it to finish or stop it, then run rm again`);
-    }
-  }
+  const busy = (held: LiveLock, what: string) => new HubError("busy", `${what} is being downloaded by ${held.holder} (it holds ${held.path}); wait for it to finish or stop it, then run rm again`);
+  const refuseAnyDownload = () => {
+    const held = liveLocks(locks)[0];
+    if (held) throw busy(held, repo);
+  };
   const removeRepo = async (): Promise<RemoveResult> => {
     const bytes = scanned.sizeOnDisk + scanned.unreferencedBytes;
     await rm(scanned.dir, { recursive: true, force: true });
     if (existsSync(locks) && !lstatSync(locks).isSymbolicLink()) await rm(locks, { recursive: true, force: true });
     return { repo, removed: [scanned.dir], freedBytes: bytes };
   };
-  if (revision === undefined) return removeRepo();
+  if (revision === undefined) { refuseAnyDownload(); return removeRepo(); }
 
   // a commit may be given by the short id ls prints (8 digits) or this error names (12), as git
   // takes a unique prefix: refusing the ids we print sent users to copy 40 digits by hand
@@ -286,8 +286,15 @@ async function removeFromCache(root: string, reference: string, revision?: strin
     if (unknown.length === 0) return;
     throw new HubError("disk", `cannot remove ${repo}@${revision} alone: the snapshot${unknown.length === 1 ? "" : "s"} ${unknown.map((c) => join(cache.dir, "snapshots", c)).join(", ")} could not be read, so which blobs ${unknown.length === 1 ? "it uses" : "they use"} is unknown; repair or remove ${unknown.length === 1 ? "it" : "them"} first (tsllm ls names what is damaged), or remove the whole repo (tsllm rm ${repo})`);
   };
+  // a download writing this very snapshot: removing it leaves that download linking into a folder
+  // gone (or a partial snapshot) and reporting success
+  const refuseWriter = () => {
+    const held = liveLocks(locks).find((l) => snapshotOfLock(l.name) === commit);
+    if (held) throw busy(held, `${repo}@${commit}`);
+  };
+  refuseWriter();
   refuseUnknown(scan.unreadable);
-  if (scanned.revisions.length === 1) return { ...(await removeRepo()), commit };
+  if (scanned.revisions.length === 1) { refuseAnyDownload(); return { ...(await removeRepo()), commit }; }
 
   // blobs that some other snapshot still points at stay
   const blobsReal = realpathSync(join(cache.dir, "blobs"));
@@ -300,13 +307,37 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   // blobs to delete are decided again holding theirs, so a snapshot linked since the scan keeps its
   // blob, and one linked after finds the blob gone and fetches it (never a broken link)
   const lockNames = freedOf(scanned.revisions).map(([p]) => basename(p)).filter(isCacheName).sort();
+  // a blob it frees that a download holds (fetching it again, linking it): refused, not waited for
+  const writing = liveLocks(locks).find((l) => lockNames.some((etag) => l.name === basename(cache.lockPath(etag))));
+  if (writing) throw busy(writing, `${repo}@${commit}`);
   return withLocks(lockNames.map((etag) => cache.lockPath(etag)), async () => {
+    refuseWriter(); // a download of this commit may have started since
     const again = scanRepo(root, repo);
     if (again) refuseUnknown(again.unreadable);
     // the refs as they are now: a download may have moved one to its new commit meanwhile
     const now = again?.repo.revisions.find((r) => r.commit === commit);
     return removeRevision(cache, commit, now?.refs ?? [], again ? freedOf(again.repo.revisions) : []);
   });
+}
+
+interface LiveLock {
+  readonly name: string;
+  readonly path: string;
+  /** `process <pid>[ on <host>]` */
+  readonly holder: string;
+}
+
+/** the tsllm locks of a repo's lock folder whose holder is alive, by name */
+function liveLocks(locks: string): LiveLock[] {
+  if (!existsSync(locks) || !lstatSync(locks).isDirectory()) return [];
+  const live: LiveLock[] = [];
+  for (const name of readdirSync(locks).sort()) {
+    if (!name.endsWith(".tsllm.lock")) continue;
+    const path = join(locks, name);
+    const holder = liveHolder(path);
+    if (holder) live.push({ name, path, holder });
+  }
+  return live;
 }
 
 /** runs `fn` holding every lock of `paths`, taken one after another in the order given */

@@ -1,5 +1,6 @@
 import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type HubSourceName } from "./reference.js";
@@ -10,7 +11,16 @@ import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type Hub
  *   <root>/models--org--name/snapshots/<commit>/<path>      relative symlink to ../../blobs/<etag>
  *   <root>/models--org--name/refs/<revision>                the commit a branch/tag pointed to (no newline)
  *   <root>/.locks/models--org--name/<etag>.lock             (Python's lock; ours is <etag>.tsllm.lock)
+ *   <root>/.locks/models--org--name/snapshot-<commit>-<nonce>.tsllm.lock  (a tsllm download writing that snapshot)
  */
+
+const SNAPSHOT_LOCK_PREFIX = "snapshot-";
+
+/** the commit whose snapshot a lock file of .locks/<repo>/ is held for (see snapshotLockPath), else undefined (a blob's lock) */
+export function snapshotOfLock(name: string): string | undefined {
+  const m = /^snapshot-(.+)-[0-9a-f]{12}\.tsllm\.lock$/.exec(name);
+  return m && isCacheName(m[1]!) ? m[1] : undefined;
+}
 
 const truthy = (v: string | undefined) => v !== undefined && ["1", "on", "yes", "true"].includes(v.trim().toLowerCase());
 
@@ -82,6 +92,15 @@ export class RepoCache {
   lockPath(etag: string): string {
     checkCacheName(etag, `ETag of a file in ${this.repo}`);
     return join(this.root, ".locks", repoFolderName(this.repo), `${etag}.tsllm.lock`);
+  }
+
+  /**
+   * The lock a download holds while it writes snapshots/<commit> (one per download: two downloads
+   * of one commit write it side by side), so an rm of that revision can tell it is in use.
+   */
+  snapshotLockPath(commit: string): string {
+    checkCacheName(commit, `commit of ${this.repo}`);
+    return join(this.root, ".locks", repoFolderName(this.repo), `${SNAPSHOT_LOCK_PREFIX}${commit}-${randomBytes(6).toString("hex")}.tsllm.lock`);
   }
 
   snapshotDir(commit: string): string {

@@ -1,6 +1,6 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
+import { constants, existsSync, readFileSync, statSync } from "node:fs";
+import { access, mkdir, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
@@ -287,6 +287,28 @@ function result(ref: HubReference, revision: string, cache: RepoCache, commit: s
 async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], options: DownloadOptions & { timeoutMs: number }): Promise<void> {
   const byPath = new Map(listing.files.map((f) => [f.path, f]));
   await ensureDir(cache.dir);
+  // held while snapshots/<commit> is written, up to its ref: an rm of this revision meanwhile would
+  // delete the folder under it (links made after that are a partial snapshot reported complete).
+  // A lock folder that cannot be written (a read-only volume) takes none: a complete snapshot there
+  // still serves a refresh, and no rm can remove anything from it either
+  const lock = cache.snapshotLockPath(listing.commit);
+  const write = () => writeFiles(cache, source, ref, revision, listing, files, byPath, options);
+  await ((await writable(dirname(lock))) ? withFileLock(lock, write, options.signal) : write());
+}
+
+/** whether files can be created in `dir` (made when missing) */
+async function writable(dir: string): Promise<boolean> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK);
+    return true;
+  } catch (e) {
+    if (isIoError(e)) return false;
+    throw e;
+  }
+}
+
+async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], byPath: Map<string, RepoListing["files"][number]>, options: DownloadOptions & { timeoutMs: number }): Promise<void> {
   await pool(files, options.concurrency ?? 4, async (file) => {
     const location = await withRetries(() => source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal), options);
     const blob = cache.blobPath(location.etag);
