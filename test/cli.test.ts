@@ -318,6 +318,13 @@ test("the fallback to the reference kernels is one tsllm warning line, not Node'
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stderr.split("\n")[0]!, /^tsllm: warning: WebAssembly backend unavailable \(.*TSLLM_WASM_SIMD.*"bogus"\); using the slow reference kernels$/);
   assert.doesNotMatch(r.stderr, /\(node:\d+\)|--trace-warnings/);
+  // embed (openEmbeddingModel: a decoder, an encoder) and an encoder's pipeline load through the pipelines' options: the same line
+  for (const args of [["embed", "--model", sharedFile(MODEL)!, "--input", "Once"], ["embed", "--model", sharedFile("hf-oracle/minilm-embed")!, "--input", "Once"], ["pipeline", "text-classification", "--model", sharedFile("hf-oracle/bert-uncased-sst")!, "--input", "Once"]]) {
+    const e = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", env: { ...process.env, TSLLM_WASM_SIMD: "bogus" } });
+    assert.equal(e.status, 0, `${args[0]}: ${e.stderr}`);
+    assert.match(e.stderr.split("\n")[0]!, /^tsllm: warning: WebAssembly backend unavailable \(.*TSLLM_WASM_SIMD.*"bogus"\); using the slow reference kernels$/, args[0]);
+    assert.doesNotMatch(e.stderr, /\(node:\d+\)|--trace-warnings/, args[0]);
+  }
 });
 
 test("--json: a failure is also one JSON object on stdout ({error: {message, type}}), for every command that has --json; the stderr line and exit code stay", () => {

@@ -44,7 +44,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
   if (prompt !== undefined && promptName !== undefined) throw new UsageError("--prompt and --prompt-name: give one (sentence-transformers takes the prompt and ignores the name)");
   const prompts = { ...(prompt === undefined ? {} : { prompt }), ...(promptName === undefined ? {} : { promptName }) };
   if (flag(values, "normalize") && flag(values, "no-normalize")) throw new UsageError("--normalize and --no-normalize contradict each other: give one");
-  const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values) });
+  const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values), onWarning: printWarning });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so

@@ -1,7 +1,7 @@
 import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
 import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
 import { encodeModelInput, truncateModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
-import { DisposedError, OptionError } from "../units/index.js";
+import { DisposedError, OptionError, shownValue } from "../units/index.js";
 
 /** Options every encoder pipeline takes when it is created. */
 export interface EncoderLoadOptions {
@@ -17,6 +17,8 @@ export interface EncoderLoadOptions {
    * (transformers' model would fail there); above model_max_length it is used, as tokenizer(max_length=...)
    */
   readonly maxLength?: number;
+  /** where a load warning goes (the wasm backend unavailable, the reference kernels used), one line; default process.emitWarning */
+  readonly onWarning?: (message: string) => void;
 }
 
 interface TokenizerLimits {
@@ -52,7 +54,9 @@ export class EncoderRunner {
     if (!Number.isInteger(batchSize) || batchSize < 1) throw new OptionError(`batchSize must be a positive integer, got ${batchSize}`, "batchSize");
     if (options.maxLength !== undefined && (!Number.isInteger(options.maxLength) || options.maxLength < 2)) throw new OptionError(`maxLength must be an integer >= 2, got ${options.maxLength}`, "maxLength");
     const opened = openEncoder(folder);
-    const backend = await createBackend(options.backend, { threads: options.threads });
+    // a handler that is not a function would throw only at the first warning
+    if (options.onWarning !== undefined && typeof options.onWarning !== "function") throw new OptionError(`onWarning: expected a function (message: string) => void, got ${shownValue(options.onWarning)}`, "onWarning");
+    const backend = await createBackend(options.backend, { threads: options.threads, onWarning: options.onWarning });
     try {
       const model = opened.build(backend);
       return new EncoderRunner(opened, model, backend, batchSize, options.maxLength);

@@ -61,10 +61,10 @@ const CALL_OPTIONS: Readonly<Record<PipelineTask, readonly string[]>> = {
 };
 
 /** EncoderLoadOptions' names */
-const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength"];
+const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength", "onWarning"];
 
 /** what loading takes, by the kind of model a task loads (a decoder has no batchSize; maxLength is its calls') */
-const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize", "onWarning"];
+const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
 const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning", "memoryMargin"];
 
 /** the options among `names` */
@@ -221,7 +221,7 @@ export async function openEmbeddingModel(model?: string, given?: EncoderLoadOpti
   const path = await resolveFor("embeddings", model);
   // (a Transformer module in 0_Transformer/ is read as an encoder: one holding a decoder is refused naming it)
   if (loadsAsEncoder(path)) return loadEmbeddingModel(path, options);
-  return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads }));
+  return embeddingsOf(await loadModel(path, { backend: options.backend, threads: options.threads, onWarning: options.onWarning }));
 }
 
 /**
