@@ -208,6 +208,10 @@ export class PieceCursor {
           const found = this.llamaWindowed(d, digits, piece, from);
           if (typeof found === "number") return found;
           m = found;
+        } else if (re.source === TRAILING_SPACE && re.flags === "gu" && piece.length - from > longMatchWindow.chars) {
+          const found = this.trailingWindowed(d, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
         } else if (classRun !== undefined && piece.length - from > longMatchWindow.chars) {
           const found = this.classWindowed(d, classRun, piece, from);
           if (typeof found === "number") return found;
@@ -324,6 +328,26 @@ export class PieceCursor {
   }
 
   /**
+   * deepseek-llm's trailing white space searched from `from`: the piece's last run of white space
+   * where the piece ends with one and the run starts at or after `from` (a match needs a non-space
+   * or the piece's start before it), looked for backward a window per call (a number: characters read).
+   */
+  private trailingWindowed(d: number, piece: string, from: number): RegExpExecArray | null | number {
+    if (this.matchScan[d] === undefined) {
+      // white space is all in the BMP: a piece ending otherwise has no match
+      if (!SPACE_CHAR.test(piece[piece.length - 1]!)) return null;
+      this.matchScan[d] = trailingRunStart(piece, from);
+    }
+    const step = this.matchScan[d]!.next();
+    if (!step.done) return step.value;
+    this.matchScan[d] = undefined;
+    if (step.value < 0) return null;
+    const m = [piece.slice(step.value)] as unknown as RegExpExecArray;
+    m.index = step.value;
+    return m;
+  }
+
+  /**
    * A ClassRun searched from `from` in a window of the piece: its match there where it ends before
    * the window's end (or is one character), else the run of its class looked for a window per
    * call; no match in the window: the search goes on from the window's last character (a number:
@@ -382,6 +406,20 @@ function* runEnd(piece: string, i: number, end: RegExp): Generator<number, numbe
     i = stop;
   }
 }
+
+/** where the run of white space ending `piece` starts, -1 where before `from` (no match from there); yields characters read a window at a time, backward */
+function* trailingRunStart(piece: string, from: number): Generator<number, number> {
+  for (let i = piece.length; ;) {
+    const a = Math.max(from, i - Math.max(4, longMatchWindow.chars));
+    const f = LAST_NON_SPACE.exec(piece.slice(a, i));
+    if (f !== null) return a + f.index + f[0].length;
+    // the window is all white space (a split pair at `a` would have been a non-space)
+    if (a <= from) return from === 0 || !SPACE_CHAR.test(piece[from - 1]!) ? from : -1;
+    yield i - a;
+    i = a;
+  }
+}
+const LAST_NON_SPACE = new RegExp(`${NS}(?=${S}*$)`, "u");
 
 /** where the run of white space from `p` ends, and its last "\r" or "\n" (-1: none) */
 function* spaceRun(piece: string, p: number): Generator<number, [number, number]> {
