@@ -631,3 +631,25 @@ test("convert --vocab of another model (fewer tokens than the embedding rows, no
   assert.equal(ok.code, 0, ok.stderr);
   assert.equal((readGGUFHeader(out).metadata.get("tokenizer.ggml.tokens")!.value as string[]).length, 50257);
 });
+
+test("convert takes llama.cpp's convert_hf_to_gguf.py spellings --outfile (its {ftype} templates) and --outtype (the types that mean ours); its others are refused naming --outtype", { skip: skipWithoutShared(HF_FOLDER) }, () => {
+  const folder = sharedFile(HF_FOLDER)!;
+  const ours = join(dir, "ours-q8.gguf");
+  assert.equal(tsllm(["convert", "--model", folder, "--out", ours, "--type", "q8_0"]).code, 0);
+  // gguf-py's fill_templated_filename: {ftype} lower-case, {FTYPE} upper-case
+  for (const [name, file] of [["outfile-{ftype}.gguf", "outfile-q8_0.gguf"], ["outfile-{FTYPE}.gguf", "outfile-Q8_0.gguf"]] as const) {
+    const r = tsllm(["convert", "--model", folder, "--outfile", join(dir, name), "--outtype", "q8_0"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(readFileSync(join(dir, file)), readFileSync(ours), name);
+  }
+  const refused = join(dir, "outtype-refused.gguf");
+  for (const [args, message] of [
+    [["--outfile", refused, "--outtype", "auto"], `--outtype must be one of f32, f16, bf16, q8_0 (llama.cpp's converter's types this convert writes; --type also takes q4_0, iq4_nl, iq4_xs), got "auto"`],
+    [["--outfile", refused, "--outtype", "tq1_0"], `--outtype must be one of f32, f16, bf16, q8_0 (llama.cpp's converter's types this convert writes; --type also takes q4_0, iq4_nl, iq4_xs), got "tq1_0"`],
+    [["--out", refused, "--outfile", refused], "--out and --outfile are the same option: give one"],
+    [["--out", refused, "--type", "f16", "--outtype", "f16"], "--type and --outtype are the same option: give one"],
+  ] as const) {
+    assert.deepEqual(tsllm(["convert", "--model", folder, ...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${message}\n` }, args.join(" "));
+    assert.ok(!existsSync(refused));
+  }
+});

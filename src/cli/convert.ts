@@ -1,7 +1,7 @@
 import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
-import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec } from "./args.js";
+import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { vocabOption } from "./input-files.js";
 import { reportFallbacks } from "./quantize.js";
 
@@ -25,6 +25,10 @@ Options:
                         converter writes them; a matrix whose rows are not whole blocks of the
                         type falls back as llama.cpp's does (iq4_xs -> iq4_nl, then f16), summed up
                         in one line on stderr, as quantize sums them up
+  --outfile FILE        --out as llama.cpp's convert_hf_to_gguf.py spells it: there {ftype} / {outtype}
+                        ({FTYPE} / {OUTTYPE} upper-case, {}) in the name become the type's name
+  --outtype T           --type as llama.cpp's convert_hf_to_gguf.py spells it: f32, f16, bf16 or q8_0
+                        (its auto, tq1_0 and tq2_0 are refused)
   --vocab FILE          copy the tokenizer.* keys from this GGUF (a vocab-only GGUF of the same tokenizer:
                         as many tokens as the embedding has rows, or as the folder's own tokenizer files
                         hold, padded to the rows as llama.cpp's converter pads; another count is refused);
@@ -41,6 +45,8 @@ export const CONVERT_ARGS: OptionSpec = {
   model: { type: "string" },
   out: { type: "string" },
   type: { type: "string" },
+  outfile: { type: "string" },
+  outtype: { type: "string" },
   vocab: { type: "string" },
   verbose: { type: "boolean" },
   json: { type: "boolean" },
@@ -50,9 +56,8 @@ export async function runConvert(argv: string[]): Promise<void> {
   const values = parse(argv, CONVERT_ARGS);
   if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
   const model = requireString(values, "model");
-  const out = outputPath(requireString(values, "out"), "--out");
-  const type = optionalString(values, "type") ?? "f16";
-  if (!Object.hasOwn(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
+  const type = typeOption(values);
+  const out = outFileOption(values, type);
   const vocab = vocabOption(values);
   const fromHub = !existsSync(model);
   const folder = await resolveModelReference(model);
@@ -69,4 +74,31 @@ export async function runConvert(argv: string[]): Promise<void> {
   }
   reportFallbacks(r.fallbacks, flag(values, "verbose"));
   process.stderr.write(`wrote ${out}: ${r.architecture}, ${r.tensors} tensors, ${r.type}\n`);
+}
+
+/** llama.cpp's convert_hf_to_gguf.py --outtype values that mean one of ours (its auto, tq1_0, tq2_0 do not) */
+const OUTTYPES = ["f32", "f16", "bf16", "q8_0"];
+
+/** --type, or --outtype as llama.cpp's converter spells it (default f16) */
+function typeOption(values: ParsedValues): string {
+  if (values.type !== undefined && values.outtype !== undefined) throw new UsageError("--type and --outtype are the same option: give one");
+  const outtype = optionalString(values, "outtype");
+  if (outtype !== undefined) {
+    if (!OUTTYPES.includes(outtype)) throw new UsageError(`--outtype must be one of ${OUTTYPES.join(", ")} (llama.cpp's converter's types this convert writes; --type also takes ${Object.keys(CONVERT_TYPES).filter((t) => !OUTTYPES.includes(t)).join(", ")}), got "${outtype}"`);
+    return outtype;
+  }
+  const type = optionalString(values, "type") ?? "f16";
+  if (!Object.hasOwn(CONVERT_TYPES, type)) throw new UsageError(`--type must be one of ${Object.keys(CONVERT_TYPES).join(", ")}, got "${type}"`);
+  return type;
+}
+
+/**
+ * --out, or --outfile as llama.cpp's converter spells it: there a name's {ftype} / {outtype} (and
+ * {FTYPE} / {OUTTYPE} upper-case, and a bare {}) is the output type (gguf-py's fill_templated_filename)
+ */
+function outFileOption(values: ParsedValues, type: string): string {
+  if (values.out !== undefined && values.outfile !== undefined) throw new UsageError("--out and --outfile are the same option: give one");
+  if (values.outfile === undefined) return outputPath(requireString(values, "out"), "--out");
+  const templated = requireString(values, "outfile").replace(/\{(ftype|outtype|FTYPE|OUTTYPE|)\}/g, (_, k: string) => (k === k.toUpperCase() && k !== "" ? type.toUpperCase() : type));
+  return outputPath(templated, "--outfile");
 }
