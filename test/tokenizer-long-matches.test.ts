@@ -304,6 +304,18 @@ test("deepseek-llm's trailing white space alone: a long run at the end or none i
   }
 });
 
+test("deepseek-v3's digits alone (\\p{N}{1,3}): a long stretch without one is reported a window at a time", () => {
+  // before: one search read the whole gap
+  const digits = [preTokenizerPatterns("deepseek-v3")![0]!];
+  for (const text of [`${"\u4e2d".repeat(200_000)}1234567`, `${"a".repeat(200_000)}`, `${"a".repeat(200_000)}\u0661\u0662`]) {
+    for (const chars of [5, longMatchWindow.chars]) {
+      const { pieces, reports } = withWindow(chars, () => piecesOf(text, digits));
+      assert.deepEqual(pieces, text.split(new RegExp(`(${digits[0]!.source})`, "gu")).filter((x) => x !== ""));
+      assert.ok(reports >= Math.floor(200_000 / chars) - 1, `${JSON.stringify(text.slice(0, 2))}, window ${chars}: ${reports} reports`);
+    }
+  }
+});
+
 test("deepseek-llm's vocab-only GGUF: long runs searched a window at a time give llama.cpp's ids", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-deepseek-llm.gguf") }, async () => {
   const path = sharedFile("tokenizer-tests/ggml-vocab-deepseek-llm.gguf")!;
   const ours = loadGGUFTokenizer(path);

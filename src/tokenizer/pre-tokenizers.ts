@@ -47,22 +47,23 @@ const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]";
 const TRAILING_SPACE = `(?<!${S})${S}+$`;
 /**
  * A pattern that is one character class, optionally after one character of another and optionally
- * repeated (`P?C+`, `C+`, `C`; ClassRuns): a leftmost match is decided by at most one character
+ * repeated (`P?C+`, `C+`, `C`, `C{1,3}`; ClassRuns): a leftmost match is decided by at most one character
  * past its start and, repeated, by one past its end (the first character not in C). So a match
  * found in a window of the piece that ends before the window's end is the piece's; one reaching it
  * goes on to the end of its run of C; no match in a window leaves its last character (a P
  * before a C past the window) to search from next.
  */
 interface ClassRun {
+  /** `+`; otherwise at most a few C (`C`, `C{1,3}`) */
   readonly plus: boolean;
   /** the first character not in C */
   readonly end: RegExp;
 }
 const CLASS_RUNS = new Map<string, ClassRun>();
-/** the source of `prefix?cls+` (or `cls`), recorded as a ClassRun */
-function classRun(prefix: string, cls: string, plus = true): string {
-  const source = `${prefix === "" ? "" : `${prefix}?`}${cls}${plus ? "+" : ""}`;
-  CLASS_RUNS.set(source, { plus, end: new RegExp(`(?!${cls})[^]`, "gu") });
+/** the source of `prefix?cls+` (or `cls`, `cls{1,3}`: `repeat`), recorded as a ClassRun */
+function classRun(prefix: string, cls: string, repeat: "+" | "" | "{1,3}" = "+"): string {
+  const source = `${prefix === "" ? "" : `${prefix}?`}${cls}${repeat}`;
+  CLASS_RUNS.set(source, { plus: repeat === "+", end: new RegExp(`(?!${cls})[^]`, "gu") });
   return source;
 }
 const BLOOM = classRun(" ", `[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]`);
@@ -75,17 +76,17 @@ const PATTERNS: Record<string, string[]> = {
   starcoder: ["\\p{N}", GPT2],
   falcon: ["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
   "deepseek-llm": [
-    classRun("", "[\\r\\n]", false), classRun(S, DEEPSEEK_LETTERS), classRun(S, "[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]"),
+    classRun("", "[\\r\\n]", ""), classRun(S, DEEPSEEK_LETTERS), classRun(S, "[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]"),
     TRAILING_SPACE, classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}"),
   ],
-  "deepseek-coder": [classRun("", "[\\r\\n]", false), classRun(S, "\\p{L}"), classRun(S, "\\p{P}"), classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}", false)],
+  "deepseek-coder": [classRun("", "[\\r\\n]", ""), classRun(S, "\\p{L}"), classRun(S, "\\p{P}"), classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}", "")],
   "deepseek-v3": [
-    "\\p{N}{1,3}",
+    classRun("", "\\p{N}", "{1,3}"),
     classRun("", "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]"),
     `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
   ],
   bloom: [BLOOM],
-  viking: [BLOOM, classRun("", "\\p{N}", false)],
+  viking: [BLOOM, classRun("", "\\p{N}", "")],
   tekken: [
     `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
   ],
@@ -365,7 +366,9 @@ export class PieceCursor {
         return last - from;
       }
       const end = m.index + m[0].length;
-      if (!run.plus || end < x) return m;
+      if (end < x) return m;
+      // a few C up to the window's end: the piece's match there (the search reads a few characters)
+      if (!run.plus) { re.lastIndex = m.index; return re.exec(piece)!; }
       this.scanStart[d] = m.index;
       this.matchScan[d] = runEnd(piece, x, run.end);
     }
