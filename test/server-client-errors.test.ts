@@ -24,7 +24,7 @@ async function serverSideError(leave: (client: Socket) => void): Promise<NodeJS.
     leave(client);
     await once(client, "close");
     for (let i = 0; i < 100; i++) {
-      const e = await Promise.race([failed, new Promise<undefined>((r) => peer.write("x", () => setTimeout(r, 10)))]);
+      const e = await Promise.race([failed, new Promise<undefined>((r) => peer.write("x", () => setTimeout(() => r(undefined), 10)))]);
       if (e) return e;
     }
     throw new Error("no write failed");
