@@ -14,6 +14,9 @@ import { RANDOM_SEED, randomSeed } from "./sampling/index.js";
 import { draftVocabularyMismatch, normalizePrompt, openTokenizer, type Tokenizer } from "./tokenizer/index.js";
 import { checkFlags, checkOptionKeys, DisposedError, formatBytes, OptionError, shownValue } from "./units/index.js";
 
+/** the tokens a request generates at most where neither it nor the model's generation defaults say (a browser page's checks read it too) */
+export const DEFAULT_MAX_TOKENS = 256;
+
 /** a streamed step; with n > 1 it names the choice it belongs to */
 export type ChoiceStep = GenerationStep & { choice?: number };
 
@@ -262,7 +265,7 @@ export class Model {
     const constraint = constraintOf(options);
     const request = this.engine.submit({
       // -1 asks for a random seed, as llama.cpp's LLAMA_DEFAULT_SEED does
-      promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed === undefined || sampling.seed === RANDOM_SEED ? randomSeed() : sampling.seed }, maxTokens: options.maxTokens ?? 256,
+      promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed === undefined || sampling.seed === RANDOM_SEED ? randomSeed() : sampling.seed }, maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
       ...(options.promptLogprobs !== undefined ? { promptLogprobs: options.promptLogprobs } : {}),

@@ -3,7 +3,7 @@
  * not Atomics.wait, which the wasm backend's thread pool does) and answers the page's requests
  * (protocol.ts). One model at a time; a new `load` replaces the old one.
  */
-import type { ChoiceStep, Model } from "../llm.js";
+import { DEFAULT_MAX_TOKENS, type ChoiceStep, type Model } from "../llm.js";
 import { timeGreedyForward } from "../generation/index.js";
 import type { WasmBackend } from "../kernels/wasm/backend.js";
 import { hostRunsRelaxedSimd } from "../kernels/wasm/host.browser.js";
@@ -95,11 +95,11 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
     endOfTurnIds = undefined;
   }
   return {
-    // defaultMaxTokens: Model.stream's default (Model.submit's 256 where the generation defaults name none)
+    // defaultMaxTokens: Model.stream's default (DEFAULT_MAX_TOKENS where the generation defaults name none)
     // the backend's own count: 1 on a page that is not cross-origin isolated, whatever was asked
     source: m.path, info: m.info, backend: backendName, threads: wasm?.threads ?? 1, ...(note ? { threadsNote: note } : {}),
     ...(wasm ? { simd: req.options?.simd === "plain" || !hostRunsRelaxedSimd() ? "plain" : "relaxed", memories: wasm.memoryCount } : {}),
-    contextSize: m.contextSize, limits: m.engine.limits, defaultMaxTokens: m.generationDefaults.maxTokens ?? 256, loadMs: m.loadMs, hasChatTemplate, ...(endOfTurnIds ? { endOfTurnIds } : {}),
+    contextSize: m.contextSize, limits: m.engine.limits, defaultMaxTokens: m.generationDefaults.maxTokens ?? DEFAULT_MAX_TOKENS, loadMs: m.loadMs, hasChatTemplate, ...(endOfTurnIds ? { endOfTurnIds } : {}),
     size: loaded.size, fromCache: loaded.fromCache, cached: loaded.cached, ...(loaded.notCached ? { notCached: loaded.notCached } : {}),
     ...(loaded.refetched ? { refetched: loaded.refetched } : {}),
   };

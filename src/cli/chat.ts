@@ -1,7 +1,7 @@
 import { createInterface, type Interface } from "node:readline";
 import { withSystem, type ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
-import { loadModel } from "../llm.js";
+import { DEFAULT_MAX_TOKENS, loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
@@ -203,7 +203,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       }
       if (line.trim() === "") { prompt(); continue; }
       history.push({ role: "user", content: line });
-      if (!fitContext(history, promptTokens, model.contextSize, options.maxTokens ?? 256)) {
+      if (!fitContext(history, promptTokens, model.contextSize, options.maxTokens ?? DEFAULT_MAX_TOKENS)) {
         history.pop();
         if (e.kind === "end") return;
         prompt();
