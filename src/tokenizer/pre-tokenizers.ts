@@ -289,9 +289,7 @@ export class PieceCursor {
     // S+(?!NS): a run of white space before a non-space leaves its last space (one unit: all are BMP)
     const end = this.runSpaces[d] && q < piece.length ? q - 1 : q;
     this.runScan[d] = -1;
-    const m = [piece.slice(from, end)] as unknown as RegExpExecArray;
-    m.index = from;
-    return m;
+    return matchOf(piece, from, end);
   }
 
   /**
@@ -323,9 +321,7 @@ export class PieceCursor {
     if (!step.done) return step.value;
     this.matchScan[d] = undefined;
     const from = this.scanStart[d]!;
-    const m = [piece.slice(from, step.value)] as unknown as RegExpExecArray;
-    m.index = from;
-    return m;
+    return matchOf(piece, from, step.value);
   }
 
   /**
@@ -343,9 +339,7 @@ export class PieceCursor {
     if (!step.done) return step.value;
     this.matchScan[d] = undefined;
     if (step.value < 0) return null;
-    const m = [piece.slice(step.value)] as unknown as RegExpExecArray;
-    m.index = step.value;
-    return m;
+    return matchOf(piece, step.value, piece.length);
   }
 
   /**
@@ -540,4 +534,11 @@ export function regexSplit(text: string, patterns: readonly RegExp[]): string[] 
   const cursor = new PieceCursor(text, patterns);
   for (let p = cursor.next(); p !== undefined; p = cursor.next()) if (typeof p === "string") pieces.push(p);
   return pieces;
+}
+
+/** the match of piece[start, end) found without the regex, as exec() gives one (its text and index) */
+function matchOf(piece: string, start: number, end: number): RegExpExecArray {
+  const m = [piece.slice(start, end)] as unknown as RegExpExecArray;
+  m.index = start;
+  return m;
 }
