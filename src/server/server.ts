@@ -105,6 +105,7 @@ export function clientErrorStatus(e: Pick<NodeJS.ErrnoException, "code">): numbe
   if (e.code !== undefined && CLIENT_GONE.has(e.code)) return CLIENT_CLOSED_REQUEST;
   return e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : e.code === "HPE_HEADER_OVERFLOW" ? 431 : e.code === "HPE_CHUNK_EXTENSIONS_OVERFLOW" ? 413 : 400;
 }
+
 const DEFAULT_READ_TIMEOUT_MS = 60_000;
 const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 65_000;
 /** OpenAI's GET /v1/models/{model}: the one route whose path holds a value */
