@@ -15,10 +15,12 @@ import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type Hub
  */
 
 const SNAPSHOT_LOCK_PREFIX = "snapshot-";
+/** snapshot-<commit>-<12 hex digits of nonce>.tsllm.lock (snapshotLockPath) */
+const SNAPSHOT_LOCK_NAME = new RegExp(`^${SNAPSHOT_LOCK_PREFIX}(.+)-[0-9a-f]{12}\\.tsllm\\.lock$`);
 
 /** the commit whose snapshot a lock file of .locks/<repo>/ is held for (see snapshotLockPath), else undefined (a blob's lock) */
 export function snapshotOfLock(name: string): string | undefined {
-  const m = /^snapshot-(.+)-[0-9a-f]{12}\.tsllm\.lock$/.exec(name);
+  const m = SNAPSHOT_LOCK_NAME.exec(name);
   return m && isCacheName(m[1]!) ? m[1] : undefined;
 }
 

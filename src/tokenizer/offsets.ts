@@ -1,5 +1,4 @@
 import { isChineseChar } from "./bert-pre.js";
-import { normalizeForm } from "./normalize.js";
 import { byteLevelDecode } from "./byte-level.js";
 
 /**
@@ -45,7 +44,8 @@ export function wordPieceOffsets(text: string, pieces: readonly string[], o: Wor
     else if (OTHER.test(ch)) { /* dropped */ } else if (o.chineseChars && isChineseChar(cp)) push(` ${ch} `);
     else {
       let s = ch;
-      if (o.stripAccents) s = normalizeForm(s, "NFD").replace(MARK, "");
+      // (one character: no run of marks for normalizeForm to put in order)
+      if (o.stripAccents) s = s.normalize("NFD").replace(MARK, "");
       if (o.lowercase) s = s.toLowerCase();
       push(s);
     }
