@@ -438,8 +438,8 @@ test("stories260K: a request preempted while its prompt is being scored scores i
  * the strategy but its sizes before the logits); the passes only reserve and count rows (what a
  * row holds is the model's business: the stories260K beam case above checks that).
  */
-function beamScheduler(cacheReplies: boolean, promptLength = 20) {
-  const pool = new KVBlockPool(1, 1, 4, 64, undefined, 16);
+function beamScheduler(cacheReplies: boolean, promptLength = 20, blocks = 64) {
+  const pool = new KVBlockPool(1, 1, 4, blocks, undefined, 16);
   const scheduler = new Scheduler(pool, { maxBatchTokens: 512, maxSequences: 8, contextSize: 256, cacheReplies, admission: "preempt" }, () => new KVCache(1, 1, 4, 256, pool));
   const strategy = { width: 3, recomputable: true, extraBlocks: () => 3 * 3, stepBlocks: () => 2 } as unknown as Strategy;
   const prompt = Array.from({ length: promptLength }, (_, i) => i + 1);
@@ -555,6 +555,49 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   assert.equal(prefixTreeRows([root, beam1, beam2], 48), 6 + 4 + 2);
   assert.deepEqual(again, { rows: prefixTreeRows([root, beam1, beam2], 48), steps: 1 });
   end();
+});
+
+test("in the step a preempted beam search's beams share rows their parents' chunks compute, the room it promises is what its recompute takes: a request that fits beside it is admitted in that step", () => {
+  // a 12-block pool (watermark 1 block); the search of the test above, preempted after beam 2's fork
+  const { pool, scheduler: s, request, step, start, preempt } = beamScheduler(false, 20, 12);
+  const root = start();
+  for (let t = 0; t < 30; t++) {
+    root.tokens.push(100 + t);
+    step();
+  }
+  const common = root.tokens.slice();
+  root.tokens.push(200);
+  const beam1 = s.fork(request, root, [...common, 201], "copy");
+  step();
+  root.tokens.push(210);
+  beam1.tokens.push(211);
+  step();
+  const before1 = beam1.tokens.slice();
+  root.tokens.push(220);
+  beam1.tokens.push(221);
+  s.fork(request, beam1, [...before1, 222], "copy");
+  preempt();
+  // a sampled request whose 40-token prompt takes 3 blocks waits behind it
+  const sample = { width: 1, recomputable: true, extraBlocks: () => 0 } as unknown as Strategy;
+  const params = { ...request.params, promptTokens: Array.from({ length: 40 }, (_, i) => 500 + i), decoding: { kind: "sample", n: 1 } } as RequestParams;
+  const other = new EngineRequest(2, params, sample);
+  s.waiting.push(other);
+  const plan = s.schedule();
+  // the search's recompute in this step: the first beam's 37 rows past its cached block (3 blocks;
+  // its rows reserved for beam 1, which shares them), beam 1's 3 (a block, reserved for beam 2),
+  // beam 2's 1 (a block), and 2 blocks its beams may fork into after the pass: 1 + 3 + 1 + 1 + 2 =
+  // 8 of 12, and nothing more to come. The other request's 3 blocks and the watermark's 1 fit in
+  // the 4 left (before: the first beam's block at the prompt's end counted again as promised, 3 left)
+  assert.deepEqual(plan.chunks.map((c) => [c.request.id, c.start, c.tokens.length]), [[1, 16, 37], [1, 50, 3], [1, 52, 1], [2, 0, 40]]);
+  assert.deepEqual(plan.admitted.map((r) => r.id), [1, 2]);
+  for (const chunk of plan.chunks) {
+    chunk.sequence.cache.ensureRoom(chunk.tokens.length);
+    chunk.sequence.cache.length += chunk.tokens.length;
+    s.computed(chunk);
+  }
+  // the pass took what was planned: the 2 blocks for the search's forks and the watermark's are left
+  assert.equal(pool.availableBlocks, 3);
+  assert.equal(s.preemptions, 1);
 });
 
 test("a preempted beam search's resumed beams each start on the cached blocks of their own tokens: with cacheReplies, a beam's replies past where it forks off the first are not computed again", () => {

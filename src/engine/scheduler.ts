@@ -74,6 +74,8 @@ export class Scheduler implements StrategyHost {
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
   /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by sequence */
   private readonly planned = new Map<RunningSequence, number>();
+  /** where this step's planned chunks of preemptible requests end (their rows reserved or taken by the pass), by sequence */
+  private readonly plannedTo = new Map<RunningSequence, number>();
   /** blocks the strategies of this step's preemptible requests may take after the pass (Strategy.stepBlocks), by request */
   private readonly plannedSteps = new Map<EngineRequest, number>();
   /** preemptions so far (EngineStats.preemptions) */
@@ -103,6 +105,7 @@ export class Scheduler implements StrategyHost {
     let budget = this.limits.maxBatchTokens;
     let preempted = false;
     this.planned.clear();
+    this.plannedTo.clear();
     this.plannedSteps.clear();
     /**
      * Plans `k` tokens of the sequence: a preemptible request takes room for its new blocks first,
@@ -127,6 +130,7 @@ export class Scheduler implements StrategyHost {
           if (victim === request) return false;
         }
         this.planned.set(sequence, (this.planned.get(sequence) ?? 0) + rows);
+        this.plannedTo.set(sequence, sequence.cache.length + k);
         if (strategy > 0) this.plannedSteps.set(request, strategy);
       }
       chunks.push(chunkOf(request, sequence, k));
@@ -387,6 +391,7 @@ export class Scheduler implements StrategyHost {
       sequence.chunkedRows = 0;
       this.registered.delete(sequence);
       this.planned.delete(sequence);
+      this.plannedTo.delete(sequence);
     }
     this.plannedSteps.delete(request);
     // a prompt being scored is scored again from its start
@@ -466,7 +471,12 @@ export class Scheduler implements StrategyHost {
    * tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a prefix lookup found,
    * before it was admitted), and each sequence's tokens past where it forks (recomputeFork) from a
    * fresh block (the first to extend may claim its parent's partial block instead), or past the
-   * cached blocks it starts on (`adopting`: found by its own lookup, before it was admitted)
+   * cached blocks it starts on (`adopting`: found by its own lookup, before it was admitted). A
+   * first sequence whose chunk in this step reaches forkPoint (planned, or its rows reserved for
+   * a fork sharing them: share) holds its rows past it in its own blocks, no fork taking their
+   * slots, so it takes only what extends its rows to its end (before, the partial block at the fork
+   * point was counted twice: a block more promised than the recompute takes, which kept a request
+   * that fits from being admitted in that step)
    */
   private recomputeBlocks(request: EngineRequest, cachedBlocks?: number, adopting?: ReadonlyMap<RunningSequence, CachedPrefix>): number {
     const bs = this.pool.blockSize;
@@ -475,7 +485,9 @@ export class Scheduler implements StrategyHost {
     const forkAt = this.forkPoint(request);
     let sum = 0;
     for (const seq of request.sequences) {
-      if (seq === root && seq.cache.length < forkAt) sum += Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
+      if (seq === root && seq.cache.length < forkAt) {
+        sum += (this.plannedTo.get(seq) ?? 0) >= forkAt ? seq.cache.blocksToExtend(seq.pending) : Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
+      }
       else if (!seq.recomputing) continue;
       else if (seq.cache.length === 0) {
         // (on its cached blocks, from their end; else from its fork)
