@@ -860,7 +860,7 @@ test("pattern: Unicode property escapes \\p{...} / \\P{...} (General_Category, S
 
 test("lone surrogates: a pattern only a lone surrogate matches is refused naming it (ajv takes such a string, but no UTF-8 output holds one); an enum or const string with one is written as JSON's \\u escape and counted as one character beside maxLength or a pattern, as ajv counts it", () => {
   const lone = ["\uD800", "\uDC00x", "a\uDBFF"];
-  for (const [pattern, at] of [["^\\uD800$", 1], ["^a[\\uD800-\\uDFFF]$", 2], ["^\\p{Cs}$", 1], ["^x|\\u{DC00}", 3], [`^${"\uD800"}$`, 1]] as const) {
+  for (const [pattern, at] of [["^\\uD800$", 1], ["^a[\\uD800-\\uDFFF]$", 2], ["^\\p{Cs}$", 1], ["^\\uD800$|^\\u{DC00}", 1], ["^(?:\\uDC00|a\\uD800)+$", 4], [`^${"\uD800"}$`, 1]] as const) {
     const validate = newAjv2020().compile({ type: "string", pattern });
     assert.ok(lone.some((v) => validate(v)) || validate("a\uD800") || validate("\uDC00"), pattern);
     assert.throws(() => jsonSchemaToGbnf({ type: "string", pattern }), (e: Error) => e.message === `#/pattern: regex ${JSON.stringify(pattern)}, at ${at}: only a lone surrogate (\\uD800 to \\uDFFF, half of a UTF-16 pair) matches here: a validator takes a string holding one, but it is not Unicode text, which a model writes (as UTF-8), so no string written can match`, pattern);
@@ -879,6 +879,32 @@ test("lone surrogates: a pattern only a lone surrogate matches is refused naming
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
     assert.ok(r.walks > 0 && r.instances > 0, JSON.stringify(schema));
   }
+});
+
+test("lone surrogates: an alternative of a pattern that only a lone surrogate matches is left out and the others kept (was the whole pattern refused); an optional such part is left empty, as llama.cpp's grammar keeps a pattern's other branches", () => {
+  // texts of Unicode strings: the grammar agrees with ajv on each (a lone surrogate, which ajv takes where such a branch matches it, no model writes)
+  const texts = ['"a"', '"b"', '"ab"', '"x"', '"xa"', '"ax"', '"c"', '""', '"aab"', '"abab"'];
+  const loneTexts = ['"\\ud800"', '"\\udc00"', '"a\\ud800b"', '"a\\udc00"'];
+  for (const schema of [
+    { type: "string", pattern: "^(?:a|\\uD800)$" },
+    { type: "string", pattern: "^x|\\u{DC00}" },
+    { type: "string", pattern: "^a(\\uD800)?b$" },
+    { type: "string", pattern: "^a(?:[\\uD800-\\uDBFF]|b)+$" },
+    { type: "string", pattern: "^a(\\uD800)+b$|^c$" },
+    { type: "string", pattern: "^\\p{Cs}$|^(?:ab)+$" },
+    // the length-bounded path (the pattern's automaton paired with a count)
+    { type: "string", pattern: "^(?:ab|\\uD800|a)+$", maxLength: 3 },
+    { type: "string", pattern: "^c$|^a\\uDC00$", minLength: 1 },
+  ] as const) {
+    agreesWithAjv(schema, texts);
+    const validate = newAjv2020().compile(schema);
+    assert.ok(loneTexts.some((t) => validate(JSON.parse(t))) || validate("\uD800"), `${schema.pattern}: ajv takes some lone surrogate`);
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    for (const t of loneTexts) assert.equal(accepts(g, t), false, `${schema.pattern} ${t}`);
+  }
+  // the regex constraint reads the same way
+  const g = parseGbnf(`root ::= ${regexToGbnf("a|\\uD800", true)}`);
+  assert.equal(accepts(g, "a"), true);
 });
 
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {

@@ -51,11 +51,16 @@ export function topAlternatives(pattern: string): string[] {
  * naming the pattern and the position in it: each top-level alternative may have its own ^ and $
  */
 export function checkPattern(pattern: string): void {
-  let offset = 0;
+  let offset = 0, never: string | undefined, matches = false;
   for (const alt of topAlternatives(pattern)) {
-    new RegexParser(alt, true, { src: pattern, offset }).parse();
+    const parser = new RegexParser(alt, true, { src: pattern, offset });
+    // an alternative that matches no text (a lone surrogate in it) is left out, as the whole
+    // expression leaves it: refused only where no alternative matches any
+    if (parser.parse(true).kind === "none") never ??= parser.neverFault;
+    else matches = true;
     offset += alt.length + 1;
   }
+  if (!matches) throw new GrammarError(never!);
 }
 
 type Ranges = [number, number][];
@@ -150,17 +155,54 @@ function subtract(ranges: Ranges, minus: Ranges): Ranges {
   return out;
 }
 
-/** a parsed expression; `char` is one character, its GBNF text (inside a JSON string an escape may be several code points) */
+/**
+ * a parsed expression; `char` is one character, its GBNF text (inside a JSON string an escape may
+ * be several code points); `none` matches no text a model writes (only a lone surrogate there)
+ */
 type Node =
+  | { readonly kind: "none" }
   | { readonly kind: "char"; readonly text: string }
   | { readonly kind: "seq"; readonly items: readonly Node[] }
   | { readonly kind: "alt"; readonly alts: readonly Node[] }
   | { readonly kind: "group"; readonly node: Node }
   | { readonly kind: "repeat"; readonly node: Node; readonly text: string; readonly min: number; readonly max: number };
 
+const NONE: Node = { kind: "none" };
+
+/**
+ * The expression without its parts that match no text: a sequence holding one matches none, an
+ * alternative of none is left out (the others kept, as a validator takes their strings), a
+ * repetition of none is empty where it may repeat 0 times. `none` only where nothing is left.
+ */
+function withoutNone(n: Node): Node {
+  switch (n.kind) {
+    case "none":
+    case "char": return n;
+    case "seq": {
+      const items = n.items.map(withoutNone);
+      return items.some((i) => i.kind === "none") ? NONE : { kind: "seq", items };
+    }
+    case "alt": {
+      const alts = n.alts.map(withoutNone).filter((a) => a.kind !== "none");
+      return alts.length === 0 ? NONE : alts.length === 1 ? alts[0]! : { kind: "alt", alts };
+    }
+    case "group": {
+      const node = withoutNone(n.node);
+      return node.kind === "none" ? NONE : { kind: "group", node };
+    }
+    case "repeat": {
+      const node = withoutNone(n.node);
+      if (node.kind !== "none") return { ...n, node };
+      return n.min === 0 ? { kind: "seq", items: [] } : NONE;
+    }
+  }
+}
+
 /** the GBNF expression of a parsed expression */
 function gbnfOf(n: Node): string {
   switch (n.kind) {
+    // (parse() leaves none out, or refuses the expression)
+    case "none": throw new Error("regex.ts: an expression that matches nothing reached the grammar writer");
     case "char": return n.text;
     case "seq": return n.items.map(gbnfOf).join(" ");
     case "alt": return `(${n.alts.map((a) => gbnfOf(a) || '""').join(" | ")})`;
@@ -188,6 +230,8 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
   /** `n` from state `from`: the state where it ends */
   const build = (n: Node, from: number): number => {
     switch (n.kind) {
+      // (parse() leaves none out, or refuses the expression): a state nothing leaves
+      case "none": return state();
       case "char": {
         const to = state();
         reads[from]!.push([n.text, to]);
@@ -281,29 +325,49 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
   return rules;
 }
 
+/** a one-character node, or none where no text matches it */
+const charNode = (text: string | undefined): Node => (text === undefined ? NONE : { kind: "char", text });
+
 class RegexParser {
   private pos = 0;
   /** where the atom being read starts (what a fault of its characters names) */
   private atomAt = 0;
+  /** the fault of the first atom that matches no text (a lone surrogate), where one was read */
+  neverFault: string | undefined;
   /** `whole`: the expression `src` is part of, at `offset` in it (what a fault names) */
   constructor(private readonly src: string, private readonly json: boolean, private readonly whole = { src, offset: 0 }) {}
 
-  parse(): Node {
+  /**
+   * The expression, without the parts that match no text; where nothing is left, refused naming
+   * the first such atom (`noneTaken`: returned as none)
+   */
+  parse(noneTaken = false): Node {
     if (this.src.startsWith("^")) this.pos++;
-    const body = this.alternation();
+    const body = withoutNone(this.alternation());
     if (this.src[this.pos] === "$" && this.pos === this.src.length - 1) this.pos++;
     if (this.pos < this.src.length) this.fail(this.src[this.pos] === ")" ? "an unmatched )" : `unexpected ${JSON.stringify(this.src[this.pos])}`);
+    if (body.kind === "none" && !noneTaken) throw new GrammarError(this.neverFault!);
     return body;
   }
 
   fail(message: string): never {
-    const { src, offset } = this.whole;
-    throw new GrammarError(`regex ${JSON.stringify(src.length > 60 ? `${src.slice(0, 60)}...` : src)}, at ${this.pos + offset}: ${message}`);
+    throw new GrammarError(this.faultText(message));
   }
 
-  private failAtAtom(message: string): never {
-    this.pos = this.atomAt;
-    this.fail(message);
+  private faultText(message: string): string {
+    const { src, offset } = this.whole;
+    return `regex ${JSON.stringify(src.length > 60 ? `${src.slice(0, 60)}...` : src)}, at ${this.pos + offset}: ${message}`;
+  }
+
+  /** an atom that matches no text: noted (the first one named if nothing else matches), none */
+  private never(message: string): undefined {
+    if (this.neverFault === undefined) {
+      const at = this.pos;
+      this.pos = this.atomAt;
+      this.neverFault = this.faultText(message);
+      this.pos = at;
+    }
+    return undefined;
   }
 
   private alternation(): Node {
@@ -372,20 +436,20 @@ class RegexParser {
       this.pos++;
       return { kind: "group", node: inner };
     }
-    if (c === "[") return { kind: "char", text: this.charClass() };
+    if (c === "[") return charNode(this.charClass());
     if (c === ".") {
       this.pos++;
-      return { kind: "char", text: this.classText([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]], true) };
+      return charNode(this.classText([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]], true));
     }
     if (c === "*" || c === "+" || c === "?" || c === "{") this.fail(`${c} has nothing to repeat`);
     if (c === "^" || c === "$") this.fail(`${c} is only supported at the start / end`);
     if (c === "\\") {
       const e = this.escape();
-      return { kind: "char", text: typeof e === "number" ? this.literal(e) : this.classText(e.ranges, e.negated) };
+      return charNode(typeof e === "number" ? this.literal(e) : this.classText(e.ranges, e.negated));
     }
     const cp = this.src.codePointAt(this.pos)!;
     this.pos += cp > 0xffff ? 2 : 1;
-    return { kind: "char", text: this.literal(cp) };
+    return charNode(this.literal(cp));
   }
 
   /** an escape at pos: a code point, or a class (\d \w \s and negations) */
@@ -443,7 +507,7 @@ class RegexParser {
     return e.codePointAt(0)!;
   }
 
-  private charClass(): string {
+  private charClass(): string | undefined {
     this.pos++;
     const negated = this.src[this.pos] === "^";
     if (negated) this.pos++;
@@ -493,13 +557,13 @@ class RegexParser {
   /**
    * A GBNF class for the ranges. Inside a JSON string the characters JSON escapes are taken out
    * of the class and come back as their escapes (`\"`, `\\`, `\n` or `\u000a`, ...), so a class
-   * that matches them still does, as JSON writes them.
+   * that matches them still does, as JSON writes them. Undefined where only lone surrogates match.
    */
-  private classText(ranges: Ranges, negated: boolean): string {
+  private classText(ranges: Ranges, negated: boolean): string | undefined {
     const text = (r: Ranges, neg: boolean) => `[${neg ? "^" : ""}${r.map(([a, b]) => (a === b ? hex(a) : `${hex(a)}-${hex(b)}`)).join("")}]`;
     if (!this.json) return text(ranges, negated);
     const full = negated ? subtract([[0, 0x10ffff]], ranges) : ranges;
-    if (full.length > 0 && subtract(full, [SURROGATES]).length === 0) this.failAtAtom(LONE_SURROGATE);
+    if (full.length > 0 && subtract(full, [SURROGATES]).length === 0) return this.never(LONE_SURROGATE);
     const plain = subtract(full, JSON_FORBIDDEN);
     const escaped = JSON_FORBIDDEN.flatMap(([lo, hi]) => full.flatMap(([a, b]): Ranges => (b < lo || a > hi ? [] : [[Math.max(a, lo), Math.min(b, hi)]])));
     const alts: string[] = plain.length > 0 ? [text(plain, false)] : [];
@@ -522,9 +586,9 @@ class RegexParser {
     return alts.length === 1 ? alts[0]! : `(${alts.join(" | ")})`;
   }
 
-  /** a GBNF string for one character (inside a JSON string: as JSON writes it) */
-  private literal(cp: number): string {
-    if (this.json && cp >= SURROGATES[0] && cp <= SURROGATES[1]) this.failAtAtom(LONE_SURROGATE);
+  /** a GBNF string for one character (inside a JSON string: as JSON writes it; undefined for a lone surrogate there) */
+  private literal(cp: number): string | undefined {
+    if (this.json && cp >= SURROGATES[0] && cp <= SURROGATES[1]) return this.never(LONE_SURROGATE);
     if (this.json && (cp === 0x22 || cp === 0x5c)) return `"\\\\${cp === 0x22 ? '\\"' : "\\\\"}"`;
     // a control character as JSON may write it: \u00XX or its short escape (\n, \t, ...)
     if (this.json && cp < 0x20) return this.classText([[cp, cp]], false);
