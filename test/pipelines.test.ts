@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { ChatMessage, ChatMessageInput } from "../src/chat/index.js";
-import { DEFAULT_MODELS, embed, loadModel, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { DEFAULT_MODELS, embed, loadEmbeddingModel, loadModel, openEmbeddingModel, OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
 import { HFTokenizer } from "../src/tokenizer/hf/hf-tokenizer.js";
 import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
@@ -619,6 +619,25 @@ test("fill-mask targets that are not vocabulary entries: one warning each throug
     fill.dispose();
   }
   await assert.rejects(pipeline("fill-mask", folder, { threads: 1, onWarning: "log" as never }), /^OptionError: pipeline: onWarning: expected a function \(message: string\) => void, got "log"$/);
+});
+
+/*
+ * openEmbeddingModel / loadEmbeddingModel / embed with an onWarning that is not a function: on a
+ * decoder the refusal came from loadModel and named its option ("loadModel: onWarning: ..."), on an
+ * encoder from the runner with no function named. Now each names the function called, before
+ * anything loads (a path that does not exist is not reached).
+ */
+test("openEmbeddingModel, loadEmbeddingModel and embed refuse an onWarning that is not a function naming themselves, on a decoder and an encoder, before loading", { skip: skipWithoutShared("models/stories260K.gguf") || skipWithoutShared("hf-oracle/minilm-embed") }, async () => {
+  const decoder = `${SHARED}/models/stories260K.gguf`;
+  const encoder = `${SHARED}/hf-oracle/minilm-embed`;
+  const refusal = (fn: string, got: string) => new RegExp(`^OptionError: ${fn}: onWarning: expected a function \\(message: string\\) => void, got ${got}$`);
+  for (const path of [decoder, encoder, join(PROJECT_ROOT, "no-such-model.gguf")]) {
+    await assert.rejects(openEmbeddingModel(path, { threads: 1, onWarning: "log" as never }), refusal("openEmbeddingModel", '"log"'), path);
+    await assert.rejects(embed(path, "hi", { threads: 1, onWarning: 5 as never }), refusal("embed", "5"), path);
+    const rejected = await loadEmbeddingModel(path, { threads: 1, onWarning: null as never }).then(() => undefined, (e: unknown) => e);
+    assert.ok(rejected instanceof OptionError && rejected.option === "onWarning", String(rejected));
+    assert.match(String(rejected), refusal("loadEmbeddingModel", "null"), path);
+  }
 });
 
 /*

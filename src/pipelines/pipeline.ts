@@ -67,6 +67,15 @@ const LOAD_OPTIONS = ["backend", "threads", "batchSize", "maxLength", "onWarning
 const ENCODER_LOAD = [...LOAD_OPTIONS, "contextSize", "quantize"];
 const DECODER_LOAD = ["backend", "threads", "contextSize", "quantize", "onWarning", "memoryMargin"];
 
+/**
+ * Refuses an onWarning that is not a function, naming the function the caller called: it would
+ * throw at the first warning, mid-call, and checked further down (loadModel's, EncoderRunner's)
+ * the message would name another function's option. Checked before anything is loaded.
+ */
+function checkOnWarning(fn: string, options: { readonly onWarning?: unknown }): void {
+  if (options.onWarning !== undefined && typeof options.onWarning !== "function") throw new OptionError(`${fn}: onWarning: expected a function (message: string) => void, got ${shownValue(options.onWarning)}`, "onWarning");
+}
+
 /** the options among `names` */
 function pick(options: object, names: readonly string[]): Record<string, unknown> {
   return Object.fromEntries(Object.entries(options).filter(([k]) => names.includes(k)));
@@ -150,8 +159,7 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   const all = knownOptions("pipeline", given, [...loadNames, ...callNames]);
   const options: PipelineOptions = pick(all, loadNames);
   const calls = pick(all, callNames);
-  // a handler that is not a function would throw at the first warning, mid-call
-  if (options.onWarning !== undefined && typeof options.onWarning !== "function") throw new OptionError(`pipeline: onWarning: expected a function (message: string) => void, got ${shownValue(options.onWarning)}`, "onWarning");
+  checkOnWarning("pipeline", options);
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message));
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
@@ -194,6 +202,7 @@ export interface EmbeddingModel extends EmbeddingVectors {
 
 export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel> {
   const options = knownOptions("loadEmbeddingModel", given, LOAD_OPTIONS);
+  checkOnWarning("loadEmbeddingModel", options);
   const path = await resolveFor("embeddings", model);
   const runner = await EncoderRunner.open(path, options);
   const maxTokens = embeddingMaxTokens(runner);
@@ -218,6 +227,7 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
  */
 export async function openEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel | DecoderEmbeddingModel> {
   const options = knownOptions("openEmbeddingModel", given, LOAD_OPTIONS);
+  checkOnWarning("openEmbeddingModel", options);
   const path = await resolveFor("embeddings", model);
   // (a Transformer module in 0_Transformer/ is read as an encoder: one holding a decoder is refused naming it)
   if (loadsAsEncoder(path)) return loadEmbeddingModel(path, options);
@@ -235,6 +245,7 @@ export async function embed(model: string | EmbeddingModel | DecoderEmbeddingMod
 export async function embed(model: string | EmbeddingModel | DecoderEmbeddingModel | undefined, texts: string | readonly string[], given?: EmbedOptions & EncoderLoadOptions): Promise<number[] | number[][]> {
   const list = textsOf("embed", texts); // before a model is loaded for nothing
   const options = knownOptions("embed", given, [...EMBED_OPTIONS, ...LOAD_OPTIONS]);
+  checkOnWarning("embed", options);
   const owned = typeof model !== "object";
   const m = typeof model === "object" ? model : await openEmbeddingModel(model, pick(options, LOAD_OPTIONS));
   try {
