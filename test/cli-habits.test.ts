@@ -4,7 +4,7 @@
 // common/arg.cpp (the option names, -f's handling); each run here spawns the real CLI.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -20,6 +20,15 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 function tsllm(args: string[], input?: string) {
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** tsllm() without blocking the event loop (for a test that serves the child meanwhile) */
+function tsllmAsync(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "", stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  return new Promise((done) => child.on("close", (code) => done({ code, stdout, stderr })));
 }
 
 /** a greedy 4-token completion's JSON, the model given */
@@ -523,6 +532,35 @@ test("quantize onto a disk that fills up: one line naming OUT and why, exit 1, n
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stderr, `tsllm: error: ${out}: cannot write the output: the file grew larger than this process or file system allows (EFBIG); nothing was left there\n`);
   assert.deepEqual(readdirSync(sub), []);
+});
+
+// llama-quantize fopen()s OUT and a shell's > writes through a link: an existing OUT is written
+// where it leads. Renaming a temporary file over it replaced a symlink by a file and, run as root,
+// turned /dev/stdout and /dev/null into regular files in /dev (a FIFO stands in for those here)
+test("quantize OUT a symlink writes the file it leads to and keeps the link; OUT a FIFO (as /dev/stdout, /dev/null) gets the GGUF's bytes, not a file renamed over it", { skip: skip || process.platform === "win32" }, async () => {
+  const sub = mkdtempSync(join(dir, "where-out-leads-"));
+  const reference = join(sub, "ref.gguf");
+  assert.equal(tsllm(["quantize", sharedFile(MODEL)!, reference, "q8_0"]).code, 0);
+  const target = join(sub, "target.gguf"), link = join(sub, "link.gguf");
+  writeFileSync(target, "old");
+  symlinkSync("target.gguf", link);
+  const viaLink = tsllm(["quantize", sharedFile(MODEL)!, link, "q8_0"]);
+  assert.equal(viaLink.code, 0, viaLink.stderr);
+  assert.ok(lstatSync(link).isSymbolicLink(), "the link is still a link");
+  assert.ok(readFileSync(target).equals(readFileSync(reference)), "the file it leads to holds the GGUF");
+
+  const fifo = join(sub, "fifo"), received = join(sub, "received.gguf");
+  assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+  const reader = spawn("sh", ["-c", 'exec cat "$0" > "$1"', fifo, received]);
+  const readerDone = new Promise<number | null>((done) => reader.on("close", done));
+  const r = await tsllmAsync(["quantize", sharedFile(MODEL)!, fifo, "q8_0"]);
+  const stillFifo = lstatSync(fifo).isFIFO();
+  if (!stillFifo) reader.kill(); // its FIFO was replaced: nothing will ever open it for writing
+  assert.equal(r.code, 0, r.stderr);
+  assert.ok(stillFifo, "the FIFO is still a FIFO");
+  assert.equal(await readerDone, 0);
+  assert.ok(readFileSync(received).equals(readFileSync(reference)), "the FIFO's reader got the GGUF");
+  assert.deepEqual(readdirSync(sub).sort(), ["fifo", "link.gguf", "received.gguf", "ref.gguf", "target.gguf"]);
 });
 
 // POSIX: only / separates folders; a backslash is a character of a file name (Node's path.posix

@@ -18,7 +18,8 @@ Options:
                         one (config.json + tokenizer files + safetensors are downloaded into the cache,
                         as generate does; general.name is then the repo's name) (required)
   --out FILE            GGUF file to write (required): written to a temporary file beside it and renamed
-                        when complete; never one of the files read; off Windows a backslash in it is
+                        when complete (a symlink: where it leads; a device or FIFO such as /dev/null:
+                        directly); never one of the files read; off Windows a backslash in it is
                         refused (it is no folder separator there: write the path with /)
   --type T              weight format of the matrices: f32, f16 (default), bf16, q8_0, q4_0, iq4_nl or iq4_xs;
                         norms, biases and the position / token-type tables stay f32, as llama.cpp's

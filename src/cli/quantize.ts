@@ -24,7 +24,8 @@ llama.cpp's CPU backend cannot run); a matrix
 whose rows are not whole blocks of its type falls back as llama.cpp's does (q2_k/q3_k -> q4_0,
 q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
 a temporary file beside it and renamed when complete (an interrupted run leaves no partial file);
-OUT may not be IN.
+OUT may not be IN. An OUT that is a symlink is written where it leads, one that is a device or a
+FIFO (/dev/null, /dev/stdout) directly.
 
 Options:
   --type T              ${QUANTIZE_TYPES.join(", ")}

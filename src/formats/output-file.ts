@@ -1,4 +1,4 @@
-import { rmSync, statSync } from "node:fs";
+import { realpathSync, rmSync, statSync } from "node:fs";
 import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 
@@ -20,14 +20,22 @@ export function assertNotAnInput(output: string, inputs: readonly string[]): voi
 /**
  * Writes a file so that nothing at `path` is touched until the new content is complete: the
  * bytes go to a temporary file in the same folder, which is renamed over `path` only after
- * `write` has finished (a failure removes it and leaves `path` as it was). Refuses a `path` that
- * is one of `inputs`.
+ * `write` has finished (a failure removes it and leaves `path` as it was). A symlink is followed
+ * (the file it leads to is replaced, the link kept); a device or FIFO is written directly.
+ * Refuses a `path` that is one of `inputs`.
  */
 export async function writeOutputFile(path: string, write: (fh: FileHandle) => Promise<void>, inputs: readonly string[] = []): Promise<void> {
   assertNotAnInput(path, inputs);
   // a folder there would fail only the rename at the end, after all the writing
   if (isFolder(path)) throw outputError(path, "EISDIR");
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
+  // An existing `path` is written where it leads, as llama-quantize's fopen and a shell's `>` write
+  // it: renaming over it replaced a symlink by a file (the file it named left as it was) and, as
+  // root, /dev/null or /dev/stdout by a regular file in /dev. A device or a FIFO is no file that a
+  // temporary one could stand in for: its bytes go to it directly, in the writer's order.
+  const target = existingTarget(path);
+  if (target && !target.isFile) return writeInPlace(path, target.path, write);
+  const finalPath = target?.path ?? path;
+  const tmp = join(dirname(finalPath), `.${basename(finalPath)}.${process.pid}-${Math.random().toString(36).slice(2, 10)}.tmp`);
   // The signal handlers go in before the file can exist: open() creates it on a libuv thread as
   // soon as it is called, and a Ctrl-C between that and the handlers took the default course and
   // left it behind (with open() first, a main thread descheduled between the two statements on a
@@ -44,35 +52,65 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
     fh = await opening;
   } catch (e) {
     stopCleanup();
-    throw outputError(path, (e as NodeJS.ErrnoException).code, e);
+    throw outputError(path, (e as NodeJS.ErrnoException).code, e, dirname(finalPath));
   }
   let closed = false;
   try {
     await write(fh);
     await fh.close();
     closed = true;
-    await rename(tmp, path).catch((e: NodeJS.ErrnoException) => { throw outputError(path, e.code, e); });
+    await rename(tmp, finalPath).catch((e: NodeJS.ErrnoException) => { throw outputError(path, e.code, e, dirname(finalPath)); });
   } catch (e) {
     if (!closed) await fh.close().catch(() => undefined);
     await rm(tmp, { force: true });
-    // a disk that fills up mid-write: said of `path`, not as a bare "ENOSPC: ..., write"
-    const io = e as NodeJS.ErrnoException;
-    if (e instanceof Error && typeof io.syscall === "string" && io.code !== undefined && WRITE_FAILURES.has(io.code)) throw outputError(path, io.code, e);
-    throw e;
+    throw writeFailure(path, e, dirname(finalPath));
   } finally {
     stopCleanup();
   }
+}
+
+/** `path` resolved through its symlinks when it exists, and whether that is a regular file */
+function existingTarget(path: string): { path: string; isFile: boolean } | undefined {
+  try {
+    const real = realpathSync(path);
+    return { path: real, isFile: statSync(real).isFile() };
+  } catch {
+    return undefined; // nothing there yet (or a dangling link, which the rename replaces as before)
+  }
+}
+
+/** writes straight into a device or FIFO (`path` as the user gave it, `target` where it leads) */
+async function writeInPlace(path: string, target: string, write: (fh: FileHandle) => Promise<void>): Promise<void> {
+  const fh = await open(target, "w").catch((e: NodeJS.ErrnoException) => { throw outputError(path, e.code, e); });
+  try {
+    await write(fh);
+  } catch (e) {
+    throw writeFailure(path, e, dirname(target));
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/**
+ * A write's failure said of `path`: a disk that fills up mid-write, not as a bare "ENOSPC: ...,
+ * write"; a writer that seeks (positioned writes) into a pipe. Other errors as they are.
+ */
+function writeFailure(path: string, e: unknown, folder: string): unknown {
+  const io = e as NodeJS.ErrnoException;
+  if (!(e instanceof Error) || typeof io.syscall !== "string" || io.code === undefined) return e;
+  if (io.code === "ESPIPE") return new Error(`${path}: cannot write the output: it is a pipe this writer cannot seek in; give a file`, { cause: e });
+  return WRITE_FAILURES.has(io.code) ? outputError(path, io.code, e, folder) : e;
 }
 
 /** errors of the file system while the bytes are written (a full disk, a quota, a size limit, a failing device) */
 const WRITE_FAILURES = new Set(["ENOSPC", "EDQUOT", "EFBIG", "EIO"]);
 
 /**
- * Why `path` cannot be written, named by `path` and its folder: the system's own message names
- * the temporary file beside it, which the user never asked for. Unknown codes keep that message.
+ * Why `path` cannot be written, named by `path` and its folder (`folder`: where a symlink's target
+ * is): the system's own message names the temporary file beside it, which the user never asked
+ * for. Unknown codes keep that message.
  */
-function outputError(path: string, code: string | undefined, cause?: unknown): Error {
-  const folder = dirname(path);
+function outputError(path: string, code: string | undefined, cause?: unknown, folder = dirname(path)): Error {
   const why =
     code === "ENOENT" ? `the folder ${folder} does not exist`
     : code === "ENOTDIR" ? `${folder} is not a folder`
