@@ -203,6 +203,32 @@ test("stories260K: a full KV pool queues requests instead of failing them; one t
   }
 });
 
+test("stories260K: n choices whose maxTokens reaches past the context are admitted as one choice is, each stopping at the context's end as it does alone; their worst case counts each choice's room within the context", { skip }, async () => {
+  const probe = await loadModel(sharedFile(MODEL)!, { contextSize: 64, warmup: false });
+  const perToken = probe.engine.bytesPerToken;
+  probe.dispose();
+  // 16 blocks of 16 tokens. "Once upon a time" is 5 tokens: a choice holds at most the context's 64
+  // positions, so 3 choices take 4 blocks + 1 (the prompt's free slot) + 2 x (59 tokens' 4 blocks + 1
+  // started mid-block) = 15; before, each further choice was counted maxTokens (10000) long
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 64, kvCacheBytes: 16 * 16 * perToken, warmup: false });
+  try {
+    const options = { temperature: 0, ignoreEos: true };
+    const alone = await model.generate("Once upon a time", { ...options, maxTokens: 10000 });
+    assert.equal(alone.finishReason, "length");
+    assert.equal(alone.completionTokens.length, 59);
+    const three = await model.generate("Once upon a time", { ...options, maxTokens: 10000, n: 3 });
+    assert.equal(three.choices!.length, 3);
+    for (const c of three.choices!) {
+      assert.deepEqual(c.completionTokens, alone.completionTokens);
+      assert.equal(c.finishReason, "length");
+    }
+    // 4 choices need 20 blocks: refused at once, the request's size counted within the context
+    await assert.rejects(model.generate("Once upon a time", { ...options, maxTokens: 10000, n: 4 }), /needs room for up to 320 tokens of KV cache \(prompt 5 \+ maxTokens 10000, 4 choices\) but the KV cache holds 256 tokens/);
+  } finally {
+    model.dispose();
+  }
+});
+
 test("stories260K: an aborted request leaves at the next step and frees its blocks; the others continue untouched", { skip }, async () => {
   const options = { temperature: 0, maxTokens: 200, ignoreEos: true };
   const [solo] = await soloResults(sharedFile(MODEL)!, [{ prompt: "Lily and Ben", options }], { backend: "wasm" });

@@ -559,7 +559,7 @@ export class Engine {
     switch (d.kind) {
       case "sample":
         if (!Number.isInteger(d.n) || d.n < 1) throw new RequestError(`n must be an integer >= 1 (the number of completions), got ${d.n}`, "n");
-        return new SamplingStrategy(d.n, params.maxTokens, makeSequence, params.topLogprobs !== undefined);
+        return new SamplingStrategy(d.n, room, makeSequence, params.topLogprobs !== undefined);
       case "beam": {
         const options = { ...d, maxTokens: room, endIds };
         validateBeamOptions(options);

@@ -76,9 +76,13 @@ export function defaultDraftTokens(draft: boolean): number {
   return draft ? 8 : 10;
 }
 
-/** the blocks n choices add beyond the first choice's: each further one extends past the prompt by maxTokens, starting mid-block; a choice may take the prompt's next free slot first */
-export function choicesExtraBlocks(n: number, maxTokens: number, blockSize: number): number {
-  return n > 1 ? 1 + (n - 1) * (Math.ceil(maxTokens / blockSize) + 1) : 0;
+/**
+ * the blocks n choices add beyond the first choice's: each further one extends past the prompt by
+ * its `room` (maxTokens, within the context: a choice stops at the context's end as one choice
+ * does), starting mid-block; a choice may take the prompt's next free slot first
+ */
+export function choicesExtraBlocks(n: number, room: number, blockSize: number): number {
+  return n > 1 ? 1 + (n - 1) * (Math.ceil(room / blockSize) + 1) : 0;
 }
 
 /** the blocks a beam search's beams add: each beam's `room` tokens and one partial block it copies at a fork (forkCopy) */
@@ -111,7 +115,7 @@ export function checkKvWorstCase(request: KvRequest, limits: Pick<RequestLimits,
   const { blocks, blockSize: bs, bytes } = limits.kv;
   const d = request.decoding;
   const room = Math.min(request.maxTokens, limits.contextSize - request.promptTokens);
-  extra ??= d.kind === "beam" ? beamExtraBlocks(d.numBeams, room, bs) : d.kind === "sample" ? choicesExtraBlocks(d.n, request.maxTokens, bs) : speculativeExtraBlocks(request.promptTokens, room, d.draftTokens, bs);
+  extra ??= d.kind === "beam" ? beamExtraBlocks(d.numBeams, room, bs) : d.kind === "sample" ? choicesExtraBlocks(d.n, room, bs) : speculativeExtraBlocks(request.promptTokens, room, d.draftTokens, bs);
   const need = worstKvBlocks(request, limits.contextSize, bs, extra);
   if (need <= blocks) return;
   const what = d.kind === "beam" ? `, ${d.numBeams} beams` : d.kind === "sample" ? (d.n > 1 ? `, ${d.n} choices` : "") : d.draft ? ", a speculative proposal and the draft model's KV cache" : ", a speculative proposal";

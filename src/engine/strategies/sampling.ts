@@ -23,7 +23,8 @@ export class SamplingStrategy implements Strategy {
 
   constructor(
     readonly width: number,
-    private readonly maxTokens: number,
+    /** tokens each choice may generate: maxTokens within the context */
+    private readonly room: number,
     private readonly makeSequence: (choice: number) => Sequence,
     private readonly withLogprobs: boolean,
   ) {}
@@ -36,7 +37,7 @@ export class SamplingStrategy implements Strategy {
   readonly recomputable = true;
 
   extraBlocks(blockSize: number): number {
-    return choicesExtraBlocks(this.width, this.maxTokens, blockSize);
+    return choicesExtraBlocks(this.width, this.room, blockSize);
   }
 
   get done(): boolean {
