@@ -212,6 +212,18 @@ test("generate reads the prompt from a pipe or --file: a BOM and the final line 
   assert.deepEqual(dash.completionTokens, given.completionTokens);
 });
 
+test("generate: a prompt from --file or stdin longer than the context is refused naming where it came from, not --prompt, which was not given", { skip }, () => {
+  const text = "Once upon a time there was a dog and a cat";
+  const file = join(dir, "long-prompt.txt");
+  writeFileSync(file, text + "\n");
+  const tail = ": the prompt has 14 tokens but the context holds 8; use a larger --ctx-size or a shorter prompt\n";
+  for (const [args, input, source] of [[["-f", file], undefined, `--file ${file}`], [["--file", "-"], text, "--file -"], [[], text, "the prompt on stdin"]] as const) {
+    const r = tsllm(["generate", "-m", sharedFile(MODEL)!, ...args, "-c", "8", "-n", "3", "--backend", "reference"], input);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: ${source}${tail}`);
+  }
+});
+
 test("generate's prompt sources: nothing piped, both --prompt and --file, each one line and exit 2", () => {
   for (const [args, message] of [
     [["generate", "--model", "x.gguf"], /^tsllm: error: no prompt: stdin was empty \(give --prompt TEXT or --file FILE; --prompt "" for an empty prompt\)\n$/],

@@ -146,23 +146,26 @@ function promptFromText(text: string): string {
   return text.replace(/^\uFEFF/, "").replace(/\r?\n$/, "");
 }
 
-/** --prompt, --file, or stdin when it is not a terminal: exactly one of them */
-async function promptFrom(values: ParsedValues): Promise<string> {
+/**
+ * --prompt, --file, or stdin when it is not a terminal: exactly one of them, with the words that
+ * name where it came from (a refusal of the prompt names what the user gave, not --prompt)
+ */
+async function promptFrom(values: ParsedValues): Promise<{ text: string; source: string }> {
   const prompt = optionalString(values, "prompt");
   const file = optionalString(values, "file");
   if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
-  if (prompt !== undefined) return prompt;
+  if (prompt !== undefined) return { text: prompt, source: "--prompt" };
   // an empty FILE is an empty prompt, as llama.cpp's -f (which then starts from BOS alone); an empty pipe is not
   if (file !== undefined) {
     const text = await readTextInput(file, "--file");
     if (file === "-" && text === "") throw new UsageError("no prompt: --file - read an empty stdin (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-    return promptFromText(text);
+    return { text: promptFromText(text), source: `--file ${file}` };
   }
   if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
   const text = await readStdinText("the prompt on stdin");
   // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
   if (text === "") throw new UsageError("no prompt: stdin was empty (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-  return promptFromText(text);
+  return { text: promptFromText(text), source: "the prompt on stdin" };
 }
 
 /** --grammar FILE|GBNF, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
@@ -224,7 +227,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
     n: nChoices,
   };
   // read last among the checks: a usage error must not wait for a pipe's end
-  const prompt = await promptFrom(values);
+  const { text: prompt, source: promptSource } = await promptFrom(values);
   // one request here: an engine wide enough for all its beams or choices, where the default is not
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
   const widthFlag = (options.numBeams ?? 1) > 1 ? "--num-beams" : (options.n ?? 1) > 1 ? "--n" : undefined;
@@ -244,7 +247,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
     }
     options.draftModel = draft;
   }
-  const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model) };
+  const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model), promptSource };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
   // (to repeat the run) as at any end, status 130: llama.cpp's sigint_handler prints its
   // timings and exits 130 too. Killed by the signal, the text ended mid-line and the seed of a
@@ -303,9 +306,9 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
  * `smallerCache`: the cache types that store the loaded cache in fewer bytes a token
  * (smallerCacheFlags), none where it is already as small as it goes. Other errors pass through.
  */
-export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache }: StreamRemedies = {}): never {
+export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache, promptSource }: StreamRemedies = {}): never {
   if (!(e instanceof RequestError)) throw e;
-  const flagName = e.option === "json" ? "json-object" : e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  const flagName = e.option === "json" ? "--json-object" : e.option === "prompt" && promptSource !== undefined ? promptSource : `--${e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
   const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
     maxTokens: "--max-tokens",
     // the CLI's pool: what is free less the margin, at least one context. A wide request's pool
@@ -317,7 +320,7 @@ export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache 
       : `lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin${smallerCache ? `, or ${smallerCache}` : ""}`,
     contextTooSmall: "use a larger --ctx-size or a shorter prompt",
   }).replace(/\bcontextSize\b/g, "--ctx-size"); // the library's option is the command line's --ctx-size
-  throw new UsageError(`--${flagName}: ${message}`);
+  throw new UsageError(`${flagName}: ${message}`);
 }
 
 /** what a refused request's usage error may propose (asUsageError) */
@@ -325,6 +328,8 @@ export interface StreamRemedies {
   readonly widthFlag?: string;
   readonly speculative?: boolean;
   readonly smallerCache?: string;
+  /** where the prompt came from (--prompt, --file FILE, the prompt on stdin): a refused prompt is named so */
+  readonly promptSource?: string;
 }
 
 /** starts a library stream: the library refuses a bad option at the call, before any step, so that refusal is a usage error too */
