@@ -907,6 +907,73 @@ test("lone surrogates: an alternative of a pattern that only a lone surrogate ma
   assert.equal(accepts(g, "a"), true);
 });
 
+test("minProperties / maxProperties: the grammar admits exactly the objects ajv validates, written in its key order (properties, then other keys), judged over every object of up to two properties and two other keys; was refused as an unknown keyword", () => {
+  // every object the grammar's order allows: some of a, b (in order), then 0-2 other keys (x, y, or x twice)
+  const texts: string[] = [];
+  for (const named of [[], ["a"], ["b"], ["a", "b"]]) {
+    for (const others of [[], ["x"], ["y"], ["x", "y"]]) {
+      for (const v of ["1", '"s"']) texts.push(`{${[...named, ...others].map((k) => `"${k}":${v}`).join(",")}}`);
+    }
+  }
+  const schemas: JsonSchema[] = [];
+  for (const [min, max] of [[1, undefined], [2, undefined], [3, undefined], [undefined, 0], [undefined, 1], [1, 2], [2, 2], [2, 3], [0, 4], [3, 3]] as const) {
+    const counts = { ...(min === undefined ? {} : { minProperties: min }), ...(max === undefined ? {} : { maxProperties: max }) };
+    schemas.push(
+      { type: "object", ...counts },
+      { type: "object", properties: { a: { type: "integer" }, b: {} }, ...counts },
+      { type: "object", properties: { a: { type: "integer" }, b: {} }, required: ["b"], additionalProperties: { type: "string" }, ...counts },
+      { type: "object", properties: { a: {}, b: { type: "string" } }, additionalProperties: true, ...counts },
+      { type: "object", additionalProperties: { type: "integer" }, ...counts },
+    );
+  }
+  const ajv = makeAjv();
+  let compiled = 0;
+  for (const schema of schemas) {
+    let gbnf: string;
+    try {
+      gbnf = jsonSchemaToGbnf(schema);
+    } catch (e) {
+      // refused only where the count needs two or more other keys (which no grammar keeps apart), or no object fits
+      assert.match((e as Error).message, /^#\/(minProperties|maxProperties): no object of .* keys can be written with /, JSON.stringify(schema));
+      const o = schema as Record<string, unknown>, validate = newAjv2020().compile(schema as object);
+      assert.ok((o["minProperties"] as number) - Object.keys((o["properties"] ?? {}) as object).length >= 2 || texts.every((t) => !validate(JSON.parse(t))) || (o["additionalProperties"] === undefined && o["properties"] !== undefined), JSON.stringify(schema));
+      continue;
+    }
+    compiled++;
+    const g = parseGbnf(gbnf);
+    const validate = newAjv2020().compile(schema as object);
+    // (an other key where the minimum needs two of them is led to the named properties instead: no text is taken that ajv refuses)
+    const needsTwoOthers = (t: string) => {
+      const o = JSON.parse(t) as Record<string, unknown>;
+      const s = schema as Record<string, unknown>;
+      const own = Object.keys(o).filter((k) => Object.hasOwn((s["properties"] ?? {}) as object, k)).length;
+      // (and the documented difference: an object with properties and additionalProperties unset takes no other key)
+      const closedHere = s["additionalProperties"] === undefined && s["properties"] !== undefined && own < Object.keys(o).length;
+      return ((s["minProperties"] as number | undefined) ?? 0) - own >= 2 || closedHere;
+    };
+    for (const t of texts) {
+      if (accepts(g, t)) assert.ok(validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}: taken, but ajv refuses it`);
+      else if (!needsTwoOthers(t)) assert.equal(validate(JSON.parse(t)), false, `${JSON.stringify(schema)} ${t}: refused, but ajv validates it`);
+    }
+    // a key written twice is one to a validator: never what meets the minimum
+    for (const t of ['{"x":1,"x":2}', '{"x":"s","x":"t"}', '{"a":1,"x":"s","x":"t"}']) if (accepts(g, t)) assert.ok(validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}`);
+    // random walks of the grammar and random instances (those that need two other keys left aside, as above)
+    const r = checkSchema(schema as object, new Rng(7), ajv, 20, 20);
+    assert.deepEqual(r.findings.filter((f) => f.kind !== "incomplete" || !needsTwoOthers(f.text)).map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks > 0, JSON.stringify(schema));
+  }
+  assert.ok(compiled >= 35, `${compiled} compiled`);
+  // in allOf the tightest bound of each; a bound of no integer is refused naming it
+  agreesWithAjv({ allOf: [{ type: "object", properties: { a: {}, b: {} }, minProperties: 1 }, { maxProperties: 1 }] }, ["{}", '{"a":1}', '{"b":1}', '{"a":1,"b":2}']);
+  agreesWithAjv({ type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 2 }, ['{"a":1,"b":2}']);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 1.5 }), /^GrammarError: #\/minProperties: expected a non-negative integer, got 1.5$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 2, maxProperties: 1 }), /^GrammarError: #\/maxProperties: 1 is below minProperties 2$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 1 }), /^GrammarError: #\/maxProperties: no object of at most 1 keys can be written with these properties and no other key \(additionalProperties unset, which beside properties takes none here\)$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key \(a grammar cannot keep two other keys apart: a key written twice is one property to a validator\)$/);
+  // a keyword of objects only: a schema without type that has one is an object schema
+  agreesWithAjv({ properties: { a: {} }, minProperties: 1 }, ["{}", '{"a":1}']);
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames", "uniqueItems",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -103,7 +103,7 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"]],
-  ["object", ["properties", "additionalProperties", "required", "propertyNames"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties"]],
 ];
 
 const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -388,8 +388,8 @@ function hexExcept(except: readonly number[]): string {
 }
 
 /** bounds that allOf can meet in one schema, the tighter of two kept */
-const LOWER_BOUNDS = new Set(["minimum", "exclusiveMinimum", "minLength", "minItems"]);
-const UPPER_BOUNDS = new Set(["maximum", "exclusiveMaximum", "maxLength", "maxItems"]);
+const LOWER_BOUNDS = new Set(["minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"]);
+const UPPER_BOUNDS = new Set(["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"]);
 
 const RANGE_KEYS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] as const;
 
@@ -792,12 +792,24 @@ class Converter {
     const closed = parts.some((o) => o["additionalProperties"] === false || (o["additionalProperties"] === undefined && Object.keys((o["properties"] ?? {}) as object).length > 0));
     // (a name several parts require is required once)
     const names = [...new Set(required)];
-    if (closed) return done({ type: "object", properties, required: names, additionalProperties: false });
+    // how many keys: the tightest bound of any part (each applies)
+    const counts: Record<string, number> = {};
+    for (const o of parts) {
+      for (const k of ["minProperties", "maxProperties"]) {
+        const v = o[k];
+        if (typeof v !== "number") {
+          if (v !== undefined) counts[k] = v as number; // (refused, naming it, where the merged object is read)
+          continue;
+        }
+        counts[k] = counts[k] === undefined ? v : k === "minProperties" ? Math.max(counts[k]!, v) : Math.min(counts[k]!, v);
+      }
+    }
+    if (closed) return done({ type: "object", properties, required: names, additionalProperties: false, ...counts });
     // other keys: their values take every part's additionalProperties schema (it was passed over: any value)
     const others = parts.flatMap((o, i) => (o["additionalProperties"] === undefined || o["additionalProperties"] === true ? [] : [[o["additionalProperties"], `${wheres[i]}/additionalProperties`] as const]));
     if (others.length === 1 && others[0]![1] !== `${path}/additionalProperties`) from.set("additionalProperties", others[0]![1]);
     const additionalProperties = others.length === 0 ? true : others.length === 1 ? others[0]![0] : allOfAt(others);
-    return done({ type: "object", properties, required: names, additionalProperties });
+    return done({ type: "object", properties, required: names, additionalProperties, ...counts });
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
@@ -1206,6 +1218,8 @@ class Converter {
     for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
     const keys = Object.keys(props).filter((k) => props[k] !== false);
     const named = Object.keys(props);
+    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, Object.hasOwn(written, k) ? `${path}/properties/${k}` : `${path}/additionalProperties`, depth + 1)}`));
+    if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, named, additional, name, path, depth);
     if (named.length === 0) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
       if (additional === false) return this.add(name, `"{" space "}" space`);
@@ -1217,7 +1231,6 @@ class Converter {
       this.primitive("string");
       return this.add(name, `"{" space (string ":" space ${v} ("," space string ":" space ${v})*)? "}" space`);
     }
-    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, Object.hasOwn(written, k) ? `${path}/properties/${k}` : `${path}/additionalProperties`, depth + 1)}`));
     // required properties in order, each optional one where it stands: a chain whose commas
     // come before every property but the first one present
     const tail = (i: number): string => keys.slice(i).map((k, j) => (required.has(k) ? `"," space ${kv[i + j]}` : `("," space ${kv[i + j]})?`)).join(" ");
@@ -1235,6 +1248,67 @@ class Converter {
       const starts = keys.map((_, i) => `${kv[i]}${tail(i + 1) ? ` ${tail(i + 1)}` : ""}${more}`);
       if (extra !== undefined) starts.push(`${extra}${more}`);
       body = starts.length === 0 ? "" : `(${starts.join(" | ")})?`;
+    }
+    return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /**
+   * An object with minProperties / maxProperties: its keys in the order object() writes them (the
+   * properties in the schema's order, then other keys), a rule per place in that list and count of
+   * keys written so far (up to maxProperties, or up to minProperties where there is no maximum: past
+   * it every count is the same), so that exactly the objects of min to max keys are written. Other
+   * keys (additionalProperties) are any strings but the named ones, which no grammar can keep apart
+   * from each other (`{"x": 1, "x": 2}` is one key to a validator): where the count needs two or
+   * more of them the grammar leads to the named properties instead, and where no object is left
+   * that way it is refused.
+   */
+  private counted(s: Record<string, unknown>, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
+    const bound = (k: string): number | undefined => {
+      const v = s[k];
+      if (v === undefined) return undefined;
+      if (!Number.isInteger(v) || (v as number) < 0) throw new GrammarError(`${path}/${k}: expected a non-negative integer, got ${JSON.stringify(v)}`);
+      return v as number;
+    };
+    const min = bound("minProperties") ?? 0, max = bound("maxProperties");
+    if (max !== undefined && max < min) throw new GrammarError(`${path}/maxProperties: ${max} is below minProperties ${min}`);
+    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
+    const cap = Math.min(max ?? min, keys.length + 1);
+    // per (place, keys so far): the rule's name, or null where no object of min to max keys ends from there
+    const made = new Map<number, string | null>();
+    const rest = (i: number, c: number): string | null => {
+      const id = i * (cap + 1) + Math.min(c, cap);
+      if (made.has(id)) return made.get(id)!;
+      const comma = c > 0 ? `"," space ` : "";
+      const alts: string[] = [];
+      if (i === keys.length) {
+        // other keys: at least what the minimum still needs (at most one: see above), at most what the maximum leaves
+        const lo = Math.max(0, min - c), hi = max === undefined ? undefined : max - c;
+        if (lo === 0) alts.push('""');
+        if (extra !== undefined && lo <= 1 && (hi === undefined || hi >= 1)) {
+          const more = hi === undefined ? `("," space ${extra})*` : hi > 1 ? `("," space ${extra}){0,${hi - 1}}` : "";
+          alts.push(`${comma}${extra}${more ? ` ${more}` : ""}`);
+        }
+      } else {
+        if (max === undefined || c < max) {
+          const then = rest(i + 1, c + 1);
+          if (then !== null) alts.push(`${comma}${kv[i]} ${then}`);
+        }
+        if (!required.has(keys[i]!)) {
+          const skip = rest(i + 1, c);
+          if (skip !== null) alts.push(skip);
+        }
+      }
+      const rule = alts.length === 0 ? null : this.add(`${name}-n${i}-${Math.min(c, cap)}`, alts.join(" | "));
+      made.set(id, rule);
+      return rule;
+    };
+    const body = rest(0, 0);
+    if (body === null) {
+      const reason = extra !== undefined
+        ? `the ${keys.length} named properties and one other key (a grammar cannot keep two other keys apart: a key written twice is one property to a validator)`
+        : `these properties and no other key (additionalProperties ${additional === false ? "false" : "unset, which beside properties takes none here"})`;
+      const tooMany = max !== undefined && keys.filter((k) => required.has(k)).length > max;
+      throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
     }
     return this.add(name, `"{" space ${body} "}" space`);
   }
