@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo, unreferenced } from "../src/hub/cache-admin.js";
 import { downloadModel, HubError, type DownloadOptions, type DownloadResult } from "../src/hub/index.js";
@@ -398,4 +399,159 @@ test("a download linking an already cached blob while an rm deletes it fetches t
   });
   const result = await download!;
   assert.deepEqual(readFileSync(result.path), gguf.content, "the snapshot's file reads, its blob fetched again");
+});
+
+/**
+ * A process that takes `paths` one after another with the real lock code (as an rm or a download
+ * does), prints "held", and on a line from its stdin removes `removeOnGo` (what an rm holding them
+ * deletes), lets go of them and exits.
+ */
+function holdLocks(paths: readonly string[], removeOnGo: readonly string[] = []): { child: ChildProcessWithoutNullStreams; held: Promise<void>; exited: Promise<unknown>; go(): void } {
+  const script = `
+import { rmSync } from "node:fs";
+import { withFileLock } from ${JSON.stringify(pathToFileURL(join(PROJECT_ROOT, "src/hub/lock.ts")).href)};
+const hold = (rest) => rest.length === 0
+  ? new Promise((done) => {
+    process.stdin.once("data", () => { for (const p of ${JSON.stringify(removeOnGo)}) rmSync(p, { recursive: true, force: true }); done(); });
+    process.stdout.write("held\\n");
+  })
+  : withFileLock(rest[0], () => hold(rest.slice(1)));
+await hold(${JSON.stringify(paths)});
+process.exit(0);
+`;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: PROJECT_ROOT });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise((done) => child.on("close", done));
+  const held = new Promise<void>((done, fail) => {
+    child.stdout.on("data", (d: Buffer) => d.toString().includes("held") && done());
+    void exited.then(() => fail(new Error(`the lock holder exited before it held its locks: ${stderr}`)));
+  });
+  return { child, held, exited, go: () => child.stdin.write("go\n") };
+}
+
+/** resolves when `p` settles or after `ms`, whichever comes first: a grace for what must NOT happen meanwhile */
+const settledOr = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), new Promise((r) => setTimeout(r, ms))]);
+
+test("rm of a revision whose freed blob a live process holds the lock of is refused naming it; once that process is killed, rm removes it", async () => {
+  const cache = join(dir, "rm-freed-busy");
+  const gguf: FakeFile = { path: "freed-Q8_0.gguf", content: randomBytes(4_000, 8) };
+  hub.add({ repo: "acme/freed", commit: C1, refs: ["old"], files: [gguf] });
+  await downloadModel("acme/freed@old", opts(cache));
+  hub.add({ repo: "acme/freed", commit: C2, refs: ["main"], files: [readme2] });
+  await downloadModel("acme/freed", opts(cache));
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache };
+  const a = join(cache, "models--acme--freed");
+  // a download holding the lock of old's GGUF blob (fetching it again, linking it into a snapshot)
+  const lock = join(cache, ".locks", "models--acme--freed", `${blobName(gguf)}.tsllm.lock`);
+  const holder = holdLocks([lock]);
+  try {
+    await holder.held;
+    const busy = await tsllm(["rm", "acme/freed@old"], env);
+    assert.equal(busy.code, 1);
+    assert.equal(busy.stderr, `tsllm: error: acme/freed@${C1} is being downloaded by process ${holder.child.pid} (it holds ${lock}); wait for it to finish or stop it, then run rm again\n`);
+    assert.deepEqual(readFileSync(join(a, "snapshots", C1, gguf.path)), gguf.content, "old and its blob are kept");
+  } finally {
+    holder.child.kill("SIGKILL");
+    await holder.exited;
+  }
+  assert.ok(existsSync(lock), "a killed holder leaves its lock file");
+  const gone = await tsllm(["rm", "acme/freed@old"], env);
+  assert.equal(gone.code, 0, gone.stderr);
+  assert.ok(!existsSync(join(a, "snapshots", C1)) && !existsSync(join(a, "blobs", blobName(gguf))));
+});
+
+test("a download killed with SIGKILL leaves its snapshot lock behind; rm of that revision and the next download of that commit clear it", async () => {
+  const cache = join(dir, "dead-snapshot-lock");
+  const big: FakeFile = { path: "dead-Q8_0.gguf", content: randomBytes(2_000_000, 9) };
+  hub.add({ repo: "acme/dead", commit: C1, refs: ["old"], files: [readme1] });
+  await downloadModel("acme/dead@old", opts(cache));
+  hub.add({ repo: "acme/dead", commit: C2, refs: ["main"], files: [readme2, big] });
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+  const a = join(cache, "models--acme--dead");
+  const locks = join(cache, ".locks", "models--acme--dead");
+  const snapshotLocks = () => readdirSync(locks).filter((n) => n.startsWith(`snapshot-${C2}-`));
+  /** a CLI download of main stopped mid-GGUF (its README linked), then killed */
+  const killedDownload = async () => {
+    hub.stallMidway.set(sha256(big.content), 1);
+    const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/dead", "--include", "*", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: "ignore" });
+    const exited = new Promise((done) => download.on("close", done));
+    try {
+      const partial = join(a, "blobs", `${blobName(big)}.incomplete`);
+      while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      download.kill("SIGKILL");
+      await exited;
+    }
+    assert.equal(snapshotLocks().length, 1, "the killed download's snapshot lock is left");
+  };
+  await killedDownload();
+  const removed = await tsllm(["rm", `acme/dead@${C2}`], env);
+  assert.equal(removed.code, 0, removed.stderr);
+  assert.ok(!existsSync(join(a, "snapshots", C2)) && existsSync(join(a, "snapshots", C1)));
+  assert.deepEqual(snapshotLocks(), [], "rm of the revision clears its dead download's lock");
+
+  await killedDownload();
+  const again = await tsllm(["download", "acme/dead", "--include", "*", "--quiet"], env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.deepEqual(readFileSync(join(a, "snapshots", C2, big.path)), big.content);
+  assert.deepEqual(snapshotLocks(), [], "the next download of the commit clears the dead one's lock, and lets go of its own");
+});
+
+test("an rm waits for another rm of the repo (holding its blob locks) to finish, rather than calling it a download", async () => {
+  const cache = join(dir, "rm-beside-rm");
+  const gguf: FakeFile = { path: "twice-Q8_0.gguf", content: randomBytes(4_000, 10) };
+  hub.add({ repo: "acme/twice", commit: C1, refs: ["old"], files: [gguf] });
+  await downloadModel("acme/twice@old", opts(cache));
+  hub.add({ repo: "acme/twice", commit: C2, refs: ["main"], files: [readme2] });
+  await downloadModel("acme/twice", opts(cache));
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache };
+  const locks = join(cache, ".locks", "models--acme--twice");
+  // another `tsllm rm acme/twice@old` midway: it holds the repo's gate and the locks of the blobs it frees
+  const other = holdLocks([join(locks, "snapshots.tsllm.gate"), join(locks, `${blobName(gguf)}.tsllm.lock`)]);
+  let second: ReturnType<typeof tsllm> | undefined;
+  try {
+    await other.held;
+    second = tsllm(["rm", "acme/twice@old"], env);
+    await settledOr(second, 3_000); // the second must not refuse (or remove) while the first holds its locks
+    other.go();
+    await other.exited;
+  } finally {
+    other.child.kill("SIGKILL");
+  }
+  const r = await second;
+  assert.equal(r.stderr, "");
+  assert.equal(r.code, 0);
+  assert.ok(!existsSync(join(cache, "models--acme--twice", "snapshots", C1)));
+});
+
+test("a download that starts while an rm of the repo holds its gate waits for it, then writes the snapshot whole", async () => {
+  const cache = join(dir, "download-behind-rm");
+  const gguf: FakeFile = { path: "behind-Q8_0.gguf", content: randomBytes(5_000, 11) };
+  hub.add({ repo: "acme/behind", commit: C1, refs: ["main"], files: [readme1, gguf] });
+  await downloadModel("acme/behind", opts(cache));
+  const a = join(cache, "models--acme--behind");
+  const locks = join(cache, ".locks", "models--acme--behind");
+  // `tsllm rm acme/behind` midway: it has looked at the locks (none live) and deletes the repo
+  // folder and its lock folder (its gate with them) before it lets go
+  const rmMidway = holdLocks([join(locks, "snapshots.tsllm.gate")], [a, locks]);
+  let download: Promise<DownloadResult> | undefined;
+  try {
+    await rmMidway.held;
+    hub.add({ repo: "acme/behind", commit: C2, refs: ["main"], files: [readme2, gguf] });
+    const before = hub.requests.length;
+    download = downloadModel("acme/behind", opts(cache));
+    // it has the new commit's listing: all it does next is write C2, which must wait for the rm
+    while (!hub.requests.slice(before).some((r) => r.method === "GET" && r.url.startsWith("/api/models/"))) await new Promise((r) => setTimeout(r, 10));
+    await settledOr(download, 1_000);
+    rmMidway.go();
+    await rmMidway.exited;
+  } finally {
+    rmMidway.child.kill("SIGKILL");
+  }
+  const result = await download!;
+  assert.equal(result.commit, C2);
+  assert.deepEqual(readFileSync(join(a, "snapshots", C2, gguf.path)), gguf.content, "written after the rm, not deleted by it");
+  assert.deepEqual(readFileSync(join(a, "snapshots", C2, readme2.path)), readme2.content);
+  assert.equal(readFileSync(join(a, "refs", "main"), "utf8"), C2);
 });

@@ -1,9 +1,9 @@
 import { type Dirent, existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { rm } from "node:fs/promises";
-import { basename, join, sep } from "node:path";
-import { RepoCache, repoFolderName, snapshotOfLock } from "./cache.js";
+import { rm, rmdir } from "node:fs/promises";
+import { basename, dirname, join, sep } from "node:path";
+import { RepoCache, repoFolderName, snapshotOfLock, writable } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
-import { liveHolder, withFileLock } from "./lock.js";
+import { liveHolder, removeAbandonedLocks, withFileLock } from "./lock.js";
 import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
 
 /**
@@ -243,13 +243,36 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   if (revision !== undefined) checkRevision(revision, repo); // before anything is looked at
   const dir = join(root, repoFolderName(repo));
   if (existsSync(dir)) assertInside(root, dir, `cache folder of ${repo}`);
-  const scan = scanRepo(root, repo);
-  const scanned = scan?.repo;
-  if (!scan || !scanned) {
-    const cached = listCachedRepos(root).map((r) => r.repo);
-    throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
-  }
+  scanCached(root, repo); // a name not cached is refused before any lock folder is made for it
   const cache = new RepoCache(root, repo);
+  // held from the look at the locks to the last deletion: a download takes its snapshot lock
+  // holding it, so none starts writing what rm removes after rm looked (another rm waits too,
+  // rather than finding this one's blob locks and calling it a download). A lock folder that
+  // cannot be written takes none: no download can take a lock there either
+  const gate = cache.gateLockPath();
+  const locks = dirname(gate);
+  if (!(await writable(locks))) return removeLooked(cache, revision);
+  try {
+    return await withFileLock(gate, () => removeLooked(cache, revision));
+  } finally {
+    // the repo gone (removed by the rm this one waited for), its lock folder made again to wait in goes too
+    if (!existsSync(cache.dir)) await rmdir(locks).catch(() => undefined);
+  }
+}
+
+/** the scan of a repo in the cache, or the error that it is not there */
+function scanCached(root: string, repo: string): Scan {
+  const scan = scanRepo(root, repo);
+  if (scan) return scan;
+  const cached = listCachedRepos(root).map((r) => r.repo);
+  throw new HubError("repo-not-found", `${repo} is not in the cache ${root} (cached: ${cached.length ? cached.join(", ") : "none"})`);
+}
+
+/** removes the repo, or its `revision`, as found now (see removeCachedRepo) */
+async function removeLooked(cache: RepoCache, revision: string | undefined): Promise<RemoveResult> {
+  const { root, repo } = cache;
+  const scan = scanCached(root, repo);
+  const scanned = scan.repo;
   // a download in progress holds a lock per blob it writes and one for the snapshot it writes
   // (see RepoCache.snapshotLockPath): removing the repo under it loses its work and leaves it
   // failing on a folder gone; a revision is refused only where its removal takes what a download
@@ -294,6 +317,8 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   };
   refuseWriter();
   refuseUnknown(scan.unreadable);
+  // the snapshot locks of downloads of this commit that died go with it
+  await removeAbandonedLocks(cache.snapshotLocks(commit));
   if (scanned.revisions.length === 1) { refuseAnyDownload(); return { ...(await removeRepo()), commit }; }
 
   // blobs that some other snapshot still points at stay
@@ -311,7 +336,6 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   const writing = liveLocks(locks).find((l) => lockNames.some((etag) => l.name === basename(cache.lockPath(etag))));
   if (writing) throw busy(writing, `${repo}@${commit}`);
   return withLocks(lockNames.map((etag) => cache.lockPath(etag)), async () => {
-    refuseWriter(); // a download of this commit may have started since
     const again = scanRepo(root, repo);
     if (again) refuseUnknown(again.unreadable);
     // the refs as they are now: a download may have moved one to its new commit meanwhile

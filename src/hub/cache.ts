@@ -1,8 +1,9 @@
-import { existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
-import { mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
+import { constants, existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
+import { access, mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
+import { isIoError } from "./errors.js";
 import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type HubSourceName } from "./reference.js";
 
 /*
@@ -12,6 +13,7 @@ import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type Hub
  *   <root>/models--org--name/refs/<revision>                the commit a branch/tag pointed to (no newline)
  *   <root>/.locks/models--org--name/<etag>.lock             (Python's lock; ours is <etag>.tsllm.lock)
  *   <root>/.locks/models--org--name/snapshot-<commit>-<nonce>.tsllm.lock  (a tsllm download writing that snapshot)
+ *   <root>/.locks/models--org--name/snapshots.tsllm.gate    (held by rm, and by a download while it takes its snapshot lock)
  */
 
 const SNAPSHOT_LOCK_PREFIX = "snapshot-";
@@ -103,6 +105,28 @@ export class RepoCache {
   snapshotLockPath(commit: string): string {
     checkCacheName(commit, `commit of ${this.repo}`);
     return join(this.root, ".locks", repoFolderName(this.repo), `${SNAPSHOT_LOCK_PREFIX}${commit}-${randomBytes(6).toString("hex")}.tsllm.lock`);
+  }
+
+  /**
+   * The lock rm holds from its look at the locks to its last deletion, and a download while it
+   * takes its snapshot lock: a download starting meanwhile waits, so no rm removes a snapshot (or
+   * the repo) that a download began writing after rm looked. Not a `.tsllm.lock`: it marks no
+   * download in progress.
+   */
+  gateLockPath(): string {
+    return join(this.root, ".locks", repoFolderName(this.repo), "snapshots.tsllm.gate");
+  }
+
+  /** the snapshot locks (snapshotLockPath) of `commit` in the lock folder now, live or not */
+  snapshotLocks(commit: string): string[] {
+    const locks = dirname(this.snapshotLockPath(commit));
+    let names: string[];
+    try {
+      names = readdirSync(locks);
+    } catch {
+      return []; // no lock folder (or none readable): no lock to find
+    }
+    return names.filter((n) => snapshotOfLock(n) === commit).map((n) => join(locks, n));
   }
 
   snapshotDir(commit: string): string {
@@ -232,6 +256,18 @@ export class RepoCache {
     };
     if (existsSync(root)) walk(root, "");
     return out.sort();
+  }
+}
+
+/** whether files can be created in `dir` (made when missing) */
+export async function writable(dir: string): Promise<boolean> {
+  try {
+    await mkdir(dir, { recursive: true });
+    await access(dir, constants.W_OK);
+    return true;
+  } catch (e) {
+    if (isIoError(e)) return false;
+    throw e;
   }
 }
 

@@ -1,12 +1,12 @@
-import { constants, existsSync, readFileSync, statSync } from "node:fs";
-import { access, mkdir, rm } from "node:fs/promises";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache } from "./cache.js";
+import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache, writable } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
 import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
-import { withFileLock } from "./lock.js";
+import { acquireFileLock, removeAbandonedLocks, withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
 import type { ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
@@ -286,25 +286,25 @@ function result(ref: HubReference, revision: string, cache: RepoCache, commit: s
 /** fetches what the cache lacks of `files`, links them into the commit's snapshot and records the revision's ref */
 async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], options: DownloadOptions & { timeoutMs: number }): Promise<void> {
   const byPath = new Map(listing.files.map((f) => [f.path, f]));
-  await ensureDir(cache.dir);
   // held while snapshots/<commit> is written, up to its ref: an rm of this revision meanwhile would
   // delete the folder under it (links made after that are a partial snapshot reported complete).
   // A lock folder that cannot be written (a read-only volume) takes none: a complete snapshot there
   // still serves a refresh, and no rm can remove anything from it either
   const lock = cache.snapshotLockPath(listing.commit);
-  const write = () => writeFiles(cache, source, ref, revision, listing, files, byPath, options);
-  await ((await writable(dirname(lock))) ? withFileLock(lock, write, options.signal) : write());
-}
-
-/** whether files can be created in `dir` (made when missing) */
-async function writable(dir: string): Promise<boolean> {
+  // the repo folder made once the lock is held: an rm of the whole repo before that removes it
+  const write = async () => { await ensureDir(cache.dir); await writeFiles(cache, source, ref, revision, listing, files, byPath, options); };
+  if (!(await writable(dirname(lock)))) return write();
+  // taken holding the gate an rm holds from its look to its deletion, so an rm either saw this
+  // lock or has finished before it was taken; the snapshot locks of downloads of this commit that
+  // died are cleared here, as no one else takes those names
+  const release = await withFileLock(cache.gateLockPath(), async () => {
+    await removeAbandonedLocks(cache.snapshotLocks(listing.commit));
+    return acquireFileLock(lock, options.signal);
+  }, options.signal);
   try {
-    await mkdir(dir, { recursive: true });
-    await access(dir, constants.W_OK);
-    return true;
-  } catch (e) {
-    if (isIoError(e)) return false;
-    throw e;
+    await write();
+  } finally {
+    await release();
   }
 }
 

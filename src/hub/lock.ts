@@ -23,6 +23,9 @@ interface Holder {
   readonly id: string;
 }
 
+/** `<pid> <host> <nonce>`: what a lock file holds */
+const newToken = () => `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
+
 function readHolder(path: string): Holder | undefined {
   try {
     const token = readFileSync(path, "utf8").trim();
@@ -56,14 +59,23 @@ function isStale(h: Holder): boolean {
   return Date.now() - h.mtimeMs > STALE_MS;
 }
 
-/** creates `path` holding `token` unless it exists (O_EXCL: one winner between processes) */
+/**
+ * creates `path` holding `token` unless it exists (O_EXCL: one winner between processes). Its
+ * folder is made again when gone: an rm of the whole repo removes the repo's lock folder while
+ * others wait on a lock in it.
+ */
 async function tryCreate(path: string, token: string): Promise<boolean> {
   let fh;
-  try {
-    fh = await open(path, "wx");
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw e;
+  for (let tries = 0; ; tries++) {
+    try {
+      fh = await open(path, "wx");
+      break;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "EEXIST") return false;
+      if (code !== "ENOENT" || tries >= 3) throw e;
+      await mkdir(dirname(path), { recursive: true });
+    }
   }
   try {
     await fh.writeFile(`${token}\n`);
@@ -95,13 +107,15 @@ async function removeAbandoned(path: string, held: Holder, token: string, depth 
 }
 
 /**
- * Runs `fn` holding an exclusive lock file (created with O_EXCL, so it works between processes
- * and between concurrent calls in one process). Node has no flock, so this is not Python's
- * filelock: it uses its own file name next to Python's.
+ * Takes an exclusive lock file (created with O_EXCL, so it works between processes and between
+ * concurrent calls in one process), waiting while a live holder has it and taking over one whose
+ * holder died; resolves to the function that lets it go. Node has no flock, so this is not
+ * Python's filelock (whose OS lock dies with its process): the file names its holder instead, and
+ * it uses its own file name next to Python's.
  */
-export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+export async function acquireFileLock(path: string, signal?: AbortSignal): Promise<() => Promise<void>> {
   await mkdir(dirname(path), { recursive: true });
-  const token = `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
+  const token = newToken();
   heldHere.add(token); // before the file exists, so this process never finds its own token stale
   try {
     for (let wait = 20; ; wait = Math.min(wait * 2, 500)) {
@@ -116,12 +130,38 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal
   }
   const heartbeat = setInterval(() => { const now = new Date(); utimes(path, now, now).catch(() => undefined); }, HEARTBEAT_MS);
   heartbeat.unref();
-  try {
-    return await fn();
-  } finally {
+  return async () => {
     clearInterval(heartbeat);
     // only our own lock: one taken over while this process was frozen is its new holder's
     if (readHolder(path)?.token === token) await rm(path, { force: true });
+    heldHere.delete(token);
+  };
+}
+
+/** Runs `fn` holding the lock file `path` (acquireFileLock). */
+export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  const release = await acquireFileLock(path, signal);
+  try {
+    return await fn();
+  } finally {
+    await release();
+  }
+}
+
+/**
+ * Deletes each lock file of `paths` whose holder is gone (dead, or silent past the heartbeat),
+ * as a waiter on it would take it over: lock files no one waits on (a dead download's snapshot
+ * lock, named for that download alone) are otherwise left behind for good.
+ */
+export async function removeAbandonedLocks(paths: readonly string[]): Promise<void> {
+  const token = newToken();
+  heldHere.add(token); // its takeover claims are live while it runs
+  try {
+    for (const path of paths) {
+      const held = readHolder(path);
+      if (held && isStale(held)) await removeAbandoned(path, held, token);
+    }
+  } finally {
     heldHere.delete(token);
   }
 }
