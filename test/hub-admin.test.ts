@@ -555,3 +555,30 @@ test("a download that starts while an rm of the repo holds its gate waits for it
   assert.deepEqual(readFileSync(join(a, "snapshots", C2, readme2.path)), readme2.content);
   assert.equal(readFileSync(join(a, "refs", "main"), "utf8"), C2);
 });
+
+test("a download waiting on a file's lock that another live process holds says once whom it waits for, then finishes", async () => {
+  const cache = join(dir, "download-waits");
+  const gguf: FakeFile = { path: "waits-Q8_0.gguf", content: randomBytes(5_000, 12) };
+  hub.add({ repo: "acme/waits", commit: C1, files: [gguf] });
+  const lock = join(cache, ".locks", "models--acme--waits", `${blobName(gguf)}.tsllm.lock`);
+  // another download of the same file, holding its lock while it fetches it
+  const other = holdLocks([lock]);
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl };
+  let download: ReturnType<typeof spawn> | undefined;
+  let stderr = "";
+  const line = `waiting for process ${(other.child.pid ?? 0).toString()}, which holds ${lock}, to let go of acme/waits/${gguf.path}\n`;
+  try {
+    await other.held;
+    download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/waits:Q8_0"], { cwd: PROJECT_ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
+    const said = new Promise<void>((done) => download!.stderr!.on("data", (d: Buffer) => { stderr += d.toString(); if (stderr.includes(line)) done(); }));
+    await settledOr(said, 20_000);
+    other.go();
+    await other.exited;
+  } finally {
+    other.child.kill("SIGKILL");
+  }
+  const code = await new Promise((done) => download!.on("close", done));
+  assert.equal(code, 0, stderr);
+  assert.equal(stderr.split(line).length, 2, `said once, as the wait began: ${stderr}`);
+  assert.deepEqual(readFileSync(join(cache, "models--acme--waits", "snapshots", C1, gguf.path)), gguf.content);
+});

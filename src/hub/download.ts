@@ -8,7 +8,7 @@ import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
 import { acquireFileLock, removeAbandonedLocks, withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
-import type { ProgressListener } from "./progress.js";
+import type { DownloadProgress, ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
 import { matchesAny, selectFiles, SPLIT_PART, type FileSelection } from "./select.js";
 import type { HubSource, RepoListing } from "./source.js";
@@ -314,8 +314,8 @@ async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference
     const blob = cache.blobPath(location.etag);
     const what = `${file} of ${formatReference({ ...ref, selector: undefined }, revision)}`;
     const have = () => existsSync(blob) && statSync(blob).size === location.size;
-    const report = (phase: "start" | "bytes" | "done" | "cached", downloaded: number) =>
-      options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size });
+    const report = (phase: DownloadProgress["phase"], downloaded: number, waitingOn?: { holder: string; lock: string }) =>
+      options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size, ...waitingOn });
     // without symlinks the snapshot holds the file itself (its blob was moved there); with them,
     // a link already made to a blob that is there needs nothing written (a read-only cache serves
     // a refresh) and an rm sees this snapshot use the blob
@@ -327,7 +327,8 @@ async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference
     // locks of the blobs it frees and looks at the other snapshots again, so it either sees this
     // link and keeps the blob, or deletes the blob before this looks, which then fetches it again
     // (linked unlocked, an rm between the look and the link left a broken link reported as success)
-    await withFileLock(cache.lockPath(location.etag), async () => {
+    const lock = cache.lockPath(location.etag);
+    await withFileLock(lock, async () => {
       // another download finished it meanwhile: its blob is there, or, without symlinks, was
       // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
       if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); return; }
@@ -349,7 +350,7 @@ async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference
       report("done", location.size);
       // where symlinks are refused the new blob is moved, and another download of it must not find it half gone
       await cache.linkSnapshot(listing.commit, file, location.etag, true);
-    }, options.signal);
+    }, options.signal, (holder) => report("wait", 0, { holder, lock }));
   });
   await cache.writeRef(revision, listing.commit);
 }

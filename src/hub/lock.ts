@@ -113,15 +113,17 @@ async function removeAbandoned(path: string, held: Holder, token: string, depth 
  * Python's filelock (whose OS lock dies with its process): the file names its holder instead, and
  * it uses its own file name next to Python's.
  */
-export async function acquireFileLock(path: string, signal?: AbortSignal): Promise<() => Promise<void>> {
+export async function acquireFileLock(path: string, signal?: AbortSignal, onWait?: (holder: string) => void): Promise<() => Promise<void>> {
   await mkdir(dirname(path), { recursive: true });
   const token = newToken();
   heldHere.add(token); // before the file exists, so this process never finds its own token stale
   try {
-    for (let wait = 20; ; wait = Math.min(wait * 2, 500)) {
+    for (let wait = 20, told = false; ; wait = Math.min(wait * 2, 500)) {
       if (await tryCreate(path, token)) break;
       const held = readHolder(path);
       if (held && isStale(held)) { await removeAbandoned(path, held, token); continue; }
+      // said once: a wait on a live holder otherwise looks like a hang (huggingface_hub logs "still waiting to acquire lock")
+      if (held && !told) { told = true; onWait?.(describeHolder(held)); }
       await sleep(wait, signal);
     }
   } catch (e) {
@@ -139,8 +141,8 @@ export async function acquireFileLock(path: string, signal?: AbortSignal): Promi
 }
 
 /** Runs `fn` holding the lock file `path` (acquireFileLock). */
-export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-  const release = await acquireFileLock(path, signal);
+export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal?: AbortSignal, onWait?: (holder: string) => void): Promise<T> {
+  const release = await acquireFileLock(path, signal, onWait);
   try {
     return await fn();
   } finally {
@@ -173,7 +175,11 @@ export async function removeAbandonedLocks(paths: readonly string[]): Promise<vo
  */
 export function liveHolder(path: string): string | undefined {
   const held = readHolder(path);
-  if (!held || isStale(held)) return undefined;
+  return held && !isStale(held) ? describeHolder(held) : undefined;
+}
+
+/** `process <pid>[ on <host>]` */
+function describeHolder(held: Holder): string {
   const [pid, host] = held.token.split(" ");
   return host && host !== HOST ? `process ${pid} on ${host}` : `process ${pid}`;
 }

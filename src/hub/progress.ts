@@ -4,10 +4,18 @@ import { formatBytes } from "../units/index.js";
 export interface DownloadProgress {
   readonly file: string;
   readonly repo: string;
-  /** start: about to transfer; bytes: `downloaded` changed; done: verified and in the cache; cached: already there */
-  readonly phase: "start" | "bytes" | "done" | "cached";
+  /**
+   * start: about to transfer; bytes: `downloaded` changed; done: verified and in the cache; cached:
+   * already there; wait: another process holds the file's lock (`holder`, `lock`), and this
+   * download waits for it to let go (said once per file)
+   */
+  readonly phase: "start" | "bytes" | "done" | "cached" | "wait";
   readonly downloaded: number;
   readonly total: number;
+  /** with wait: `process <pid>[ on <host>]` */
+  readonly holder?: string;
+  /** with wait: the lock file it holds */
+  readonly lock?: string;
 }
 
 export type ProgressListener = (p: DownloadProgress) => void;
@@ -85,6 +93,9 @@ export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: bo
         println(`downloaded ${p.repo}/${p.file} (${formatBytes(p.total)} in ${secs.toFixed(1)}s${speed})`);
         break;
       }
+      case "wait":
+        println(`waiting for ${p.holder ?? "another process"}, which holds ${p.lock ?? "its lock"}, to let go of ${p.repo}/${p.file}`);
+        break;
       case "cached":
         break;
     }
