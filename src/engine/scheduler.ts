@@ -472,11 +472,12 @@ export class Scheduler implements StrategyHost {
    * before it was admitted), and each sequence's tokens past where it forks (recomputeFork) from a
    * fresh block (the first to extend may claim its parent's partial block instead), or past the
    * cached blocks it starts on (`adopting`: found by its own lookup, before it was admitted). A
-   * first sequence whose chunk in this step reaches forkPoint (planned, or its rows reserved for
-   * a fork sharing them: share) holds its rows past it in its own blocks, no fork taking their
-   * slots, so it takes only what extends its rows to its end (before, the partial block at the fork
-   * point was counted twice: a block more promised than the recompute takes, which kept a request
-   * that fits from being admitted in that step)
+   * first sequence whose chunk in this step runs past forkPoint (planned, or its rows reserved for
+   * a fork sharing them: share) has claimed the slots after it, so no fork takes them: it takes
+   * only what extends its rows to its end (before, the partial block at the fork point was counted
+   * twice: a block more promised than the recompute takes, which kept a request that fits from
+   * being admitted in that step). One whose chunk ends at forkPoint may still lose the slot after
+   * it to a fork sharing its rows there.
    */
   private recomputeBlocks(request: EngineRequest, cachedBlocks?: number, adopting?: ReadonlyMap<RunningSequence, CachedPrefix>): number {
     const bs = this.pool.blockSize;
@@ -486,7 +487,7 @@ export class Scheduler implements StrategyHost {
     let sum = 0;
     for (const seq of request.sequences) {
       if (seq === root && seq.cache.length < forkAt) {
-        sum += (this.plannedTo.get(seq) ?? 0) >= forkAt ? seq.cache.blocksToExtend(seq.pending) : Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
+        sum += (this.plannedTo.get(seq) ?? 0) > forkAt ? seq.cache.blocksToExtend(seq.pending) : Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
       }
       else if (!seq.recomputing) continue;
       else if (seq.cache.length === 0) {
