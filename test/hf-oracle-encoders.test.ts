@@ -276,6 +276,34 @@ describe("bert-ner: token classification, every aggregation strategy", { skip: s
     }
   });
 
+  // transformers' _sanitize_parameters refuses stride only beside an aggregation_strategy "none"
+  // given in the same parameters; left out, postprocess's default "none" reads each window token by
+  // token and aggregate_overlapping_entities merges the windows' entries (a shared token: the
+  // higher score; each entry's index its own window's)
+  test("stride with the strategy left out: each token's entry once, as transformers reads it; refused beside a \"none\" given with it", async () => {
+    const [b, a] = exp.cases as Json[];
+    const text = `${a.text} ${b.text}`;
+    const shift = [...a.text].length + 1;
+    const small = await pipeline("ner", folder("bert-ner"), { threads: 1, maxLength: a.input_ids.length });
+    const ownNone = await pipeline("ner", folder("bert-ner"), { threads: 1, maxLength: a.input_ids.length, aggregationStrategy: "none" });
+    try {
+      // stride 0: the two recorded inputs, case 0's spans moved past case 1's text, its indices its own window's
+      const want = [...a.pipeline_none, ...b.pipeline_none.map((e: Json) => ({ ...e, start: e.start + shift, end: e.end + shift }))];
+      assertClose(await small(text, { stride: 0 }), want, TOL);
+      // the pipeline's own "none" and a call's stride are not given together: read as left out
+      assertClose(await ownNone(text, { stride: 0 }), want, TOL);
+      // overlapping windows, every label kept: each content token of the text once, in order, indexed in its window
+      const spans = [...a.offsets.slice(1, -1), ...b.offsets.slice(1, -1).map(([s, e]: number[]) => [s! + shift, e! + shift])];
+      const all = (await small(text, { stride: 4, ignoreLabels: [] })) as { start: number; end: number; index: number }[];
+      assert.deepEqual(all.map((e) => [e.start, e.end]), spans);
+      assert.ok(all.every((e) => e.index >= 1 && e.index <= a.input_ids.length - 2), JSON.stringify(all));
+      await assert.rejects(small(text, { stride: 4, aggregationStrategy: "none" }), /^OptionError: stride: given with aggregationStrategy "none", which transformers refuses/);
+    } finally {
+      small.dispose();
+      ownNone.dispose();
+    }
+  });
+
   test("padded batch = one by one", async () => {
     const texts: string[] = exp.cases.map((c: Json) => c.text);
     const all = (await runner.run(texts.map((t) => runner.tokenize(t)))).logits!;

@@ -124,6 +124,15 @@ test("tsllm pipeline ner --stride [--max-length]: a text past the window is read
     assert.deepEqual(rows(got), rows(want));
     assert.ok(close(got.map((g) => g.score), want.map((g) => g.score), 1e-4));
   }
+  // no strategy given: each token's entry, as transformers' default "none" reads the windows (stride
+  // is refused only beside a "none" given with it); case 0's indices are its own window's
+  const tokens = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", text, "--max-length", String(a.input_ids.length), "--stride", "0", "--json", "--threads", "1");
+  assert.equal(tokens.status, 0, tokens.stderr);
+  assert.equal(tokens.stderr, "");
+  const wantTokens = [...a.pipeline_none, ...b.pipeline_none.map((e: Json) => ({ ...e, start: e.start + shift, end: e.end + shift }))];
+  const gotTokens = JSON.parse(tokens.stdout)[0] as Json[];
+  assert.deepEqual(gotTokens.map((e) => [e.entity, e.index, e.word, e.start, e.end]), wantTokens.map((e) => [e.entity, e.index, e.word, e.start, e.end]));
+  assert.ok(close(gotTokens.map((e) => e.score), wantTokens.map((e) => e.score), 1e-4));
   // without a stride the window is the first: case 1's entities alone, with the cut said
   const cut = tsllm("pipeline", "ner", "--model", `${O}/bert-ner`, "--input", text, "--max-length", String(a.input_ids.length), "--aggregation-strategy", "simple", "--json", "--threads", "1");
   assert.equal(cut.stderr, `tsllm: warning: the input has ${a.input_ids.length + b.input_ids.length - 2} tokens; only ${a.input_ids.length} (--max-length) are read\n`);
@@ -184,7 +193,7 @@ test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value o
     [["--stride", "2.5", "--aggregation-strategy", "simple"], "--stride expects an integer, got 2.5"],
     [["--stride", "-1", "--aggregation-strategy", "simple"], "--stride must be >= 0, got -1"],
     [["--stride", "many", "--aggregation-strategy", "simple"], '--stride expects a number, got "many"'],
-    [["--stride", "16"], "--stride needs --aggregation-strategy simple, first, average or max (windows are merged by their entities), got none (the default)"],
+    [["--stride", "16", "--aggregation-strategy", "None"], "--stride with --aggregation-strategy none is refused, as transformers refuses it: give simple, first, average or max, or leave --aggregation-strategy out for each token's entry (a token two windows share once)"],
     [["--delimiter", "|"], "--delimiter joins the words of --is-split-into-words; give that too"],
     [["--is-split-into-words", "--delimiter", ""], "--delimiter is empty; give the text joining the words of --is-split-into-words or leave the option out"],
     [["--max-length", "1"], "--max-length must be >= 2, got 1"],

@@ -229,8 +229,8 @@ test("options under transformers' names, or ones tsllm does not take, are refuse
     await assert.rejects(clf("a fine film", { top_k: null } as never), /^OptionError: text-classification: unknown option "top_k" \(did you mean topK\?\); the options are topK, functionToApply, truncation$/);
     await assert.rejects(clf("a fine film", { function_to_apply: "none" } as never), /unknown option "function_to_apply" \(did you mean functionToApply\?\)/);
     await assert.rejects(ner("John lives in Paris", { aggregation_strategy: "simple" } as never), /^OptionError: token-classification: unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
-    // stride is taken now (windows over a long text), with an aggregation other than "none", as transformers
-    await assert.rejects(ner("John lives in Paris", { stride: 16 }), /^OptionError: stride: reading a text in windows needs an aggregationStrategy other than "none"/);
+    // stride is taken now (windows over a long text), refused beside an explicit "none", as transformers
+    await assert.rejects(ner("John lives in Paris", { stride: 16, aggregationStrategy: "none" }), /^OptionError: stride: given with aggregationStrategy "none", which transformers refuses/);
     await assert.rejects(fill("paris is the [MASK] of france", { top_k: 2 } as never), /^OptionError: fill-mask: unknown option "top_k" \(did you mean topK\?\); the options are topK, targets, truncation$/);
     await assert.rejects(fx("好", { pooling: "mean" } as never), /^OptionError: feature-extraction: unknown option "pooling"; the options are truncation$/);
     await assert.rejects(clf("a fine film", "none" as never), /^TypeError: text-classification: options: expected an options object, got a string$/);
@@ -364,7 +364,7 @@ test("a task's call options given to pipeline() are the pipeline's own, a call's
     // checked when the pipeline is made, naming the option
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregation_strategy: "simple" } as never), /unknown option "aggregation_strategy" \(did you mean aggregationStrategy\?\)/);
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^OptionError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
-    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16 }), /^OptionError: stride: reading a text in windows needs an aggregationStrategy other than "none"/);
+    await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16, aggregationStrategy: "NONE" as never }), /^OptionError: stride: given with aggregationStrategy "none", which transformers refuses/);
     await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, onWarning, contextSize, quantize, topK, targets, truncation$/);
     const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: false });
     try {
@@ -455,7 +455,7 @@ test("every refused pipeline option value is an OptionError naming the option, f
     await refused(clf("a fine film", { truncation: "only_first" as never }), "truncation", /^text-classification: truncation: expected true or false/);
     await refused(ner("John lives in Paris", { aggregationStrategy: "best" as never }), "aggregationStrategy", /^aggregationStrategy: expected one of /);
     await refused(ner("John lives in Paris", { ignoreLabels: "O" as never }), "ignoreLabels", /^ignoreLabels: expected a list of label names, got a string$/);
-    await refused(ner("John lives in Paris", { stride: 16 }), "stride", /^stride: reading a text in windows needs an aggregationStrategy other than "none"/);
+    await refused(ner("John lives in Paris", { stride: 16, aggregationStrategy: "none" }), "stride", /^stride: given with aggregationStrategy "none", which transformers refuses/);
     await refused(ner("John lives in Paris", { stride: 510, aggregationStrategy: "simple" }), "stride", /^stride: expected an integer in 0\.\.509 /);
     await refused(ner("John lives in Paris", { delimiter: "-" }), "delimiter", /^delimiter: .* without isSplitIntoWords$/);
     await refused(ner(["John"], { isSplitIntoWords: "yes" as never }), "isSplitIntoWords", /^token-classification: isSplitIntoWords: expected true or false, got "yes"$/);

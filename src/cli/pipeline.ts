@@ -24,8 +24,8 @@ Options:
   --aggregation-strategy S      token-classification: none (default), simple, first, average, max
   --ignore-labels L,...         token-classification: labels left out, comma-separated (default O; "" keeps all)
   --stride N                    token-classification: read an input longer than the model in windows sharing N
-                                tokens, merging their entities (transformers' stride; needs an aggregation
-                                strategy other than none)
+                                tokens, merging their entities (transformers' stride; with no aggregation
+                                strategy given, each token once; refused with none given, as transformers)
   --is-split-into-words         token-classification: each --input is pre-split words joined by --delimiter, each
                                 word tokenized alone (transformers' is_split_into_words; WordPiece models)
   --delimiter D                 token-classification: what joins the words of --is-split-into-words (default one
@@ -98,8 +98,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const ignoreLabels = ignoreLabelsText === undefined ? undefined : ignoreLabelsText.split(",").map((l) => l.trim()).filter((l) => l !== "");
   const targets = strings(values, "target");
   const stride = optionalNumber(values, "stride", { integer: true, min: 0 });
-  // as transformers: token by token, overlapping windows would repeat their shared tokens
-  if (stride !== undefined && (strategy ?? "none") === "none") throw new UsageError(`--stride needs --aggregation-strategy simple, first, average or max (windows are merged by their entities), got ${strategy ?? "none (the default)"}`);
+  // transformers refuses stride beside aggregation_strategy "none" given with it; left out, it reads the windows token by token
+  if (stride !== undefined && strategy === "none") throw new UsageError(`--stride with --aggregation-strategy none is refused, as transformers refuses it: give simple, first, average or max, or leave --aggregation-strategy out for each token's entry (a token two windows share once)`);
   const words = flag(values, "is-split-into-words");
   // an --input is split at it, so an empty one would split it into characters
   const delimiter = optionalNonEmpty(values, "delimiter", "the text joining the words of --is-split-into-words");
@@ -155,7 +155,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
         case "token-classification":
         case "ner": {
           const options = {
-            aggregationStrategy: (strategy ?? "none") as AggregationStrategy, ...(ignoreLabels ? { ignoreLabels } : {}), ...(stride === undefined ? {} : { stride }),
+            // the strategy only when given: the library, as transformers, refuses stride beside a "none" given with it
+            ...(strategy === undefined ? {} : { aggregationStrategy: strategy as AggregationStrategy }), ...(ignoreLabels ? { ignoreLabels } : {}), ...(stride === undefined ? {} : { stride }),
             ...(words ? { isSplitIntoWords: true, ...(delimiter === undefined ? {} : { delimiter }) } : {}),
           };
           // pre-split words go as a batch of one, whose one result is this input's (one list of words alone is answered [[...]], as transformers)

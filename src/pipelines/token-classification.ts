@@ -24,7 +24,9 @@ export interface TokenClassificationOptions {
   /**
    * read a text longer than the model in windows that overlap by this many tokens, as transformers'
    * stride: each window is classified and aggregated alone, then of entities that overlap the
-   * longest (then the higher score) is kept. Needs an aggregationStrategy other than "none"
+   * longest (then the higher score) is kept; with the strategy left out ("none"), each token's entry
+   * once (a token two windows share: the higher score). As transformers, refused beside an
+   * aggregationStrategy "none" given in the same options (the pipeline's own, or one call's)
    */
   readonly stride?: number;
 }
@@ -56,13 +58,14 @@ function slice(cps: readonly string[], s: number, e: number): string {
 export const TOKEN_CLASSIFICATION_OPTIONS: readonly string[] = ["aggregationStrategy", "ignoreLabels", "isSplitIntoWords", "delimiter", "stride"];
 
 /**
- * transformers' aggregate_overlapping_entities, for the entities of overlapping windows: by start,
- * an entity starting inside the one kept replaces it when longer, or as long with a higher score
+ * transformers' aggregate_overlapping_entities, for the entities (groups, or with "none" tokens) of
+ * overlapping windows: by start, an entity starting inside the one kept replaces it when longer, or
+ * as long with a higher score (a token two windows share: the higher-scored entry, ties the first)
  */
-function mergeOverlapping(entities: EntityGroup[]): EntityGroup[] {
+function mergeOverlapping<T extends TokenEntity | EntityGroup>(entities: T[]): T[] {
   if (entities.length === 0) return entities;
   const sorted = [...entities].sort((a, b) => a.start! - b.start!);
-  const out: EntityGroup[] = [];
+  const out: T[] = [];
   let kept = sorted[0]!;
   for (const e of sorted) {
     if (kept.start! <= e.start! && e.start! < kept.end!) {
@@ -178,13 +181,21 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     const stride = options.stride;
     if (stride !== undefined) {
       if (!Number.isInteger(stride) || stride < 0 || stride >= room) throw new OptionError(`stride: expected an integer in 0..${room - 1} (tokens shared by consecutive windows of ${room}, the model's ${runner.maxLength} less its special tokens), got ${shownValue(stride)}`, "stride");
-      // as transformers: token-by-token results of overlapping windows would repeat their shared tokens
-      if (strategy === "none") throw new OptionError(`stride: reading a text in windows needs an aggregationStrategy other than "none" (simple, first, average or max), as transformers`, "stride");
       if (!tok.tokenOffsets) throw new OptionError("stride: merging windows needs character offsets, which this tokenizer cannot give", "stride");
     }
     return { strategy, ignore: new Set(ignoreLabels), words, delimiter: options.delimiter ?? " ", ...(stride === undefined ? {} : { stride }) };
   };
+  /**
+   * transformers' _sanitize_parameters refuses stride beside aggregation_strategy "none" when one
+   * set of parameters (pipeline()'s, or a call's) gives both; with the strategy left out it reads
+   * the windows token by token all the same (its postprocess default, "none")
+   */
+  const refuseStrideWithNone = (options: TokenClassificationOptions) => {
+    if (options.stride == null || options.aggregationStrategy == null || strategyNamed(options.aggregationStrategy) !== "none") return;
+    throw new OptionError(`stride: given with aggregationStrategy "none", which transformers refuses ("please select another one"): choose simple, first, average or max, or leave aggregationStrategy out for each token's entry (a token two windows share once)`, "stride");
+  };
   settings(withDefaults(defaults, {}));
+  refuseStrideWithNone(defaults);
 
   /**
    * the text the spans index, its content tokens and their offsets: a text's own, or pre-split
@@ -271,7 +282,9 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
   };
 
   return async (input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions): Promise<unknown> => {
-    const checked = settings(withDefaults(defaults, knownOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS)));
+    const given = knownOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS);
+    const checked = settings(withDefaults(defaults, given));
+    refuseStrideWithNone(given);
     const { inputs, single } = inputsOf(input, checked.words);
     const contents = inputs.map((x) => contentOf(x, checked.delimiter));
     const windows = contents.map((c) => windowsOf(c.ids, c.offsets, checked.stride));
@@ -279,8 +292,8 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
     let next = 0;
     const results = contents.map((c, i) => {
       const found = windows[i]!.map((w) => one(gather(c.text, w, logits[next++]!), checked));
-      // (transformers merges only when there are several windows: "none" never has them)
-      return found.length > 1 ? mergeOverlapping(found.flat() as EntityGroup[]) : found[0]!;
+      // transformers merges only when there are several windows (each entry's index stays its window's)
+      return found.length > 1 ? mergeOverlapping(found.flat()) : found[0]!;
     });
     // the guess is read for each content token with offsets (transformers' gather_pre_entities warns
     // there); "none" and "simple" never read it
