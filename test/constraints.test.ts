@@ -974,6 +974,69 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
   agreesWithAjv({ properties: { a: {} }, minProperties: 1 }, ["{}", '{"a":1}']);
 });
 
+test("patternProperties: keys of the patterns with values of their schema, a property a pattern matches held to both schemas, as ajv reads them; judged over every object of up to two keys; was refused as an unknown keyword (llama.cpp's converter passes it over)", () => {
+  const names = ["id", "x-a", "x-", "x-ab", "y", "a1", "1b", "ab", "s_", "s_q", "n", "X-a", "x-1"];
+  const values = ["1", '"s"', '"abc"', "-2"];
+  const schemas: JsonSchema[] = [
+    { type: "object", patternProperties: { "^x-": { type: "integer" } }, additionalProperties: false },
+    { type: "object", properties: { id: { type: "string" } }, required: ["id"], patternProperties: { "^x-[a-z]+$": { type: "integer" } }, additionalProperties: false },
+    { type: "object", patternProperties: { "^a": { type: "integer" }, "b$": { type: "integer" } }, additionalProperties: false },
+    { type: "object", properties: { n: { type: "integer" }, id: {} }, patternProperties: { "^s_": { type: "string", maxLength: 2 } }, additionalProperties: false, minProperties: 1, maxProperties: 2 },
+    // a required name that is no property takes the schema of the pattern that matches it
+    { type: "object", required: ["x-1"], patternProperties: { "^x-": { type: "integer" } }, additionalProperties: false },
+    // unanchored, a Unicode-flag class, a length beside: the pattern read as a schema's pattern is
+    { type: "object", patternProperties: { "\\p{Ll}_": { type: "string" }, "-": { type: "string" } }, additionalProperties: false, maxProperties: 1 },
+  ];
+  // each ordered list of up to two keys: named properties first in the schema's order, the others after (the grammar's order)
+  const inOrder = (schema: Record<string, unknown>, keys: string[]) => {
+    const own = Object.keys((schema["properties"] ?? {}) as object);
+    const props = [...own, ...((schema["required"] ?? []) as string[]).filter((k) => !own.includes(k))];
+    const rank = (k: string) => (props.includes(k) ? props.indexOf(k) : props.length);
+    return keys.every((k, i) => i === 0 || rank(keys[i - 1]!) < rank(k) || (rank(k) === props.length && rank(keys[i - 1]!) === props.length));
+  };
+  const ajv = makeAjv();
+  for (const schema of schemas) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = newAjv2020().compile(schema as object);
+    let valid = 0;
+    for (const a of ["", ...names]) {
+      for (const b of ["", ...names]) {
+        if ((a === "" && b !== "") || (a !== "" && a === b)) continue;
+        const keys = [a, b].filter((k) => k !== "");
+        for (const va of values) {
+          for (const vb of keys.length === 2 ? values : [""]) {
+            const t = `{${keys.map((k, i) => `${JSON.stringify(k)}:${i === 0 ? va : vb}`).join(",")}}`;
+            const ok = validate(JSON.parse(t));
+            if (accepts(g, t)) assert.ok(ok, `${JSON.stringify(schema)} ${t}: taken, but ajv refuses it`);
+            else if (inOrder(schema as Record<string, unknown>, keys)) assert.equal(ok, false, `${JSON.stringify(schema)} ${t}: refused, but ajv validates it`);
+            if (ok) valid++;
+          }
+        }
+      }
+    }
+    assert.ok(valid > 3, `${JSON.stringify(schema)}: ${valid} valid texts`);
+    const r = checkSchema(schema as object, new Rng(11), ajv, 30, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks > 0, JSON.stringify(schema));
+  }
+  // additionalProperties unset beside patterns: other keys are not written (as beside properties; ajv would take them)
+  const open = { type: "object", patternProperties: { "^x-": { type: "integer" } } } as const;
+  const g = parseGbnf(jsonSchemaToGbnf(open));
+  assert.equal(accepts(g, '{"x-a":1}'), true);
+  assert.equal(accepts(g, '{"y":1}'), false);
+  // what a grammar here does not write is refused naming it
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "object", patternProperties: { "^a": { type: "integer" } }, additionalProperties: true }, /^GrammarError: #\/additionalProperties: only false \(or unset\) is supported beside patternProperties/],
+    [{ type: "object", patternProperties: { "^a": { type: "integer" }, "^b": { type: "string" } } }, /^GrammarError: #\/patternProperties\/\^b: patterns with different schemas \(also #\/patternProperties\/\^a\) are not supported/],
+    [{ type: "object", properties: { ax: {} }, patternProperties: { "^a": { type: "integer" } } }, /^GrammarError: #\/patternProperties\/\^a: the pattern "\^a" matches the property "ax": not supported/],
+    [{ type: "object", required: ["ax"], patternProperties: { "^a": { type: "integer" } }, minProperties: 1 }, /^GrammarError: #\/patternProperties\/\^a: the pattern "\^a" matches the property "ax": not supported/],
+    [{ type: "object", patternProperties: { "(": {} } }, /^GrammarError: #\/patternProperties\/\(: not a regular expression JavaScript's RegExp reads with the u flag/],
+    [{ type: "object", patternProperties: { "^a(?=b)": {} } }, /^GrammarError: #\/patternProperties\/\^a\(\?=b\): regex "\^a\(\?=b\)", at 2: a lookahead/],
+    [{ allOf: [{ type: "object", patternProperties: { "^a": {} } }, { type: "object", properties: { b: {} } }] }, /^GrammarError: #\/allOf\/0\/patternProperties: not supported in a part of allOf/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

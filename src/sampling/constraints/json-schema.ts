@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -103,7 +103,7 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"]],
-  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties"]],
 ];
 
 const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -121,6 +121,7 @@ const KEYWORD_SHAPES: Record<string, readonly [(v: unknown) => boolean, string]>
   allOf: [Array.isArray, "a list of schemas"],
   required: [(v) => Array.isArray(v) && v.every((x) => typeof x === "string"), "a list of property names"],
   properties: [isMap, "an object of property names to schemas"],
+  patternProperties: [isMap, "an object of regular expressions to schemas"],
   $defs: [isMap, "an object of names to schemas"],
   definitions: [isMap, "an object of names to schemas"],
   $ref: [(v) => typeof v === "string", "a URI reference string"],
@@ -770,6 +771,8 @@ class Converter {
     for (const [i, o] of parts.entries()) {
       // (a part's propertyNames as an object's own: the merged object has none)
       checkPropertyNames(o, wheres[i]!);
+      // (which keys another part's properties or additionalProperties leave to a part's patterns is no merge of keywords)
+      if (o["patternProperties"] !== undefined) throw new GrammarError(`${wheres[i]}/patternProperties: not supported in a part of allOf beside other object parts; write the object in one schema`);
       for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) combine(k, v, `${wheres[i]}/properties/${k}`);
       if (Array.isArray(o["required"])) required.push(...(o["required"] as string[]));
     }
@@ -944,31 +947,7 @@ class Converter {
       if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
       // a format beside a pattern is left to the pattern (zod writes the format's own expression there)
       const [min, max] = this.lengths(s, path);
-      // a JSON Schema pattern matches anywhere in the string unless anchored; each alternative of
-      // its top level has its own anchors (^a|b$: a at the start, or b at the end)
-      const alts = topAlternatives(pattern).map((alt) => {
-        const start = alt.startsWith("^"), end = /(^|[^\\])(\\\\)*\$$/.test(alt);
-        return { start, end, core: alt.slice(start ? 1 : 0, end ? -1 : undefined) };
-      });
-      const anchored = (start: boolean, end: boolean, core: string) => `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
-      const same = alts.every((a) => a.start === alts[0]!.start && a.end === alts[0]!.end);
-      const whole = same ? anchored(alts[0]!.start, alts[0]!.end, alts.map((a) => a.core).join("|")) : alts.map((a) => anchored(a.start, a.end, a.core)).join("|");
-      let prefix = `${name}-len`;
-      for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
-      let body: string, rules: [string, string][] = [];
-      try {
-        // the pattern read alone first: a fault in it is named at its own position, not the wrapped expression's
-        checkPattern(pattern);
-        // with a length: the pattern's strings of those lengths, its automaton paired with a count of characters
-        if (min === 0 && max === undefined) body = regexToGbnf(whole, true);
-        else {
-          rules = regexLengthGbnf(whole, true, min, max, prefix, this.maxRules - this.rules.size);
-          body = `${prefix}-0`;
-        }
-      } catch (e) {
-        throw new GrammarError(`${path}/pattern: ${(e as Error).message}`);
-      }
-      for (const [rule, text] of rules) this.add(rule, text);
+      const body = this.patternText(pattern, min, max, name, `${path}/pattern`);
       this.space();
       return this.add(name, `"\\"" ${body} "\\"" space`);
     }
@@ -985,6 +964,39 @@ class Converter {
     if (min === 0 && max === undefined) return this.primitive("string");
     this.primitive("string");
     return this.add(name, `"\\"" char{${min},${max ?? ""}} "\\"" space`);
+  }
+
+  /**
+   * A JSON Schema pattern's strings of `min` to `max` characters, as the inside of a JSON string
+   * (a GBNF expression or the first of the rules made for it); `at` is the pattern's schema path
+   */
+  private patternText(pattern: string, min: number, max: number | undefined, name: string, at: string): string {
+    // a JSON Schema pattern matches anywhere in the string unless anchored; each alternative of
+    // its top level has its own anchors (^a|b$: a at the start, or b at the end)
+    const alts = topAlternatives(pattern).map((alt) => {
+      const start = alt.startsWith("^"), end = /(^|[^\\])(\\\\)*\$$/.test(alt);
+      return { start, end, core: alt.slice(start ? 1 : 0, end ? -1 : undefined) };
+    });
+    const anchored = (start: boolean, end: boolean, core: string) => `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
+    const same = alts.every((a) => a.start === alts[0]!.start && a.end === alts[0]!.end);
+    const whole = same ? anchored(alts[0]!.start, alts[0]!.end, alts.map((a) => a.core).join("|")) : alts.map((a) => anchored(a.start, a.end, a.core)).join("|");
+    let prefix = `${name}-len`;
+    for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
+    let body: string, rules: [string, string][] = [];
+    try {
+      // the pattern read alone first: a fault in it is named at its own position, not the wrapped expression's
+      checkPattern(pattern);
+      // with a length: the pattern's strings of those lengths, its automaton paired with a count of characters
+      if (min === 0 && max === undefined) body = regexToGbnf(whole, true);
+      else {
+        rules = regexLengthGbnf(whole, true, min, max, prefix, this.maxRules - this.rules.size);
+        body = `${prefix}-0`;
+      }
+    } catch (e) {
+      throw new GrammarError(`${at}: ${(e as Error).message}`);
+    }
+    for (const [rule, text] of rules) this.add(rule, text);
+    return body;
   }
 
   /** a string's minLength and maxLength (undefined: none), checked */
@@ -1204,23 +1216,39 @@ class Converter {
     const written = (s["properties"] ?? {}) as Record<string, unknown>;
     if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
-    // an object without properties takes other keys unless additionalProperties says not (one with them does not)
-    const additional = s["additionalProperties"] ?? (Object.keys(written).length === 0 ? true : undefined);
-    // a required name that is no property is another key, of additionalProperties' schema (any value
-    // where it says nothing): written after the properties, as ajv takes it
+    const patterns = this.patterns(s, path);
+    // an object without properties takes other keys unless additionalProperties says not (one with
+    // them, or with patternProperties, does not)
+    const additional = s["additionalProperties"] ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
+    const keyAt = new Map(Object.keys(written).map((k) => [k, `${path}/properties/${k}`]));
     const props: Record<string, unknown> = { ...written };
+    // a required name that is no property is another key, of its patterns' schemas or else
+    // additionalProperties' (any value where it says nothing): written after the properties, as ajv takes it
+    const ofPatterns: string[] = [];
     for (const r of required) {
       if (Object.hasOwn(written, r)) continue;
+      const also = patterns.filter(([, re]) => re.test(r)).map(([, , schema, at]): [unknown, string] => [schema, at]);
+      if (also.length > 0) {
+        props[r] = also.length === 1 ? also[0]![0] : allOfAt(also);
+        keyAt.set(r, also[0]![1]);
+        ofPatterns.push(r);
+        continue;
+      }
       if (additional === false) throw new GrammarError(`${path}/required: "${r}" is not among the properties, and additionalProperties is false: no object has it`);
       props[r] = additional ?? true;
+      keyAt.set(r, `${path}/additionalProperties`);
     }
     // a property whose schema is false may not be present: not written (nor taken as another key)
     for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
     const keys = Object.keys(props).filter((k) => props[k] !== false);
     const named = Object.keys(props);
-    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, Object.hasOwn(written, k) ? `${path}/properties/${k}` : `${path}/additionalProperties`, depth + 1)}`));
-    if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, named, additional, name, path, depth);
-    if (named.length === 0) {
+    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, keyAt.get(k)!, depth + 1)}`));
+    // other keys: those of the patterns, or additionalProperties true or a schema
+    // (a required key of the patterns' schema written again as a pattern's key is still valid, but not where keys are counted)
+    const apart = s["minProperties"] === undefined ? named.filter((k) => !ofPatterns.includes(k)) : named;
+    const extra = patterns.length > 0 ? this.patternKv(patterns, apart, additional, name, path, depth) : additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
+    if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, extra, additional, name, path);
+    if (named.length === 0 && patterns.length === 0) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
       if (additional === false) return this.add(name, `"{" space "}" space`);
       if (additional === undefined || additional === true) {
@@ -1235,8 +1263,7 @@ class Converter {
     // come before every property but the first one present
     const tail = (i: number): string => keys.slice(i).map((k, j) => (required.has(k) ? `"," space ${kv[i + j]}` : `("," space ${kv[i + j]})?`)).join(" ");
     const firstRequired = keys.findIndex((k) => required.has(k));
-    // additionalProperties true or a schema: any number of other keys after the named ones
-    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
+    // other keys: any number of them after the named ones
     const more = extra === undefined ? "" : ` ("," space ${extra})*`;
     let body: string;
     if (firstRequired >= 0) {
@@ -1262,7 +1289,7 @@ class Converter {
    * more of them the grammar leads to the named properties instead, and where no object is left
    * that way it is refused.
    */
-  private counted(s: Record<string, unknown>, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
+  private counted(s: Record<string, unknown>, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, extra: string | undefined, additional: unknown, name: string, path: string): string {
     const bound = (k: string): number | undefined => {
       const v = s[k];
       if (v === undefined) return undefined;
@@ -1271,7 +1298,6 @@ class Converter {
     };
     const min = bound("minProperties") ?? 0, max = bound("maxProperties");
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxProperties: ${max} is below minProperties ${min}`);
-    const extra = additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
     const cap = Math.min(max ?? min, keys.length + 1);
     // per (place, keys so far): the rule's name, or null where no object of min to max keys ends from there
     const made = new Map<number, string | null>();
@@ -1311,6 +1337,42 @@ class Converter {
       throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
     }
     return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /** an object schema's patternProperties: each pattern, as ajv compiles it (the u flag), its schema and schema path */
+  private patterns(s: Record<string, unknown>, path: string): [string, RegExp, unknown, string][] {
+    const map = (s["patternProperties"] ?? {}) as Record<string, unknown>;
+    return Object.entries(map).map(([p, schema]) => {
+      const at = `${path}/patternProperties/${p}`;
+      try {
+        return [p, new RegExp(p, "u"), schema, at];
+      } catch (e) {
+        throw new GrammarError(`${at}: not a regular expression JavaScript's RegExp reads with the u flag, as ajv compiles it: ${(e as Error).message}`);
+      }
+    });
+  }
+
+  /**
+   * `"key": value` for a key of patternProperties: the key one of the patterns' strings (as a
+   * schema's pattern is read), the value of its schema. Held exactly where no two patterns ask
+   * different things of one key (their schemas equal) and none of `apart` (the named properties) is
+   * one of their keys (it could be written twice, its value escaping the property's schema); the keys no pattern
+   * matches (additionalProperties true or a schema) would be the complement of a regular
+   * expression, which this does not write: each of those is refused naming it. Where
+   * additionalProperties is unset the object takes no other keys (as beside properties).
+   */
+  private patternKv(patterns: readonly [string, RegExp, unknown, string][], named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
+    if (additional !== undefined && additional !== false) throw new GrammarError(`${path}/additionalProperties: only false (or unset) is supported beside patternProperties: the keys no pattern matches are not written by a grammar here`);
+    const [, , schema, at] = patterns[0]!;
+    for (const [p, re, other, otherAt] of patterns) {
+      if (canonicalJson(other) !== canonicalJson(schema)) throw new GrammarError(`${otherAt}: patterns with different schemas (also ${at}) are not supported: a key both match takes both schemas, which a grammar of one pattern per key cannot say`);
+      const clash = named.find((k) => re.test(k));
+      if (clash !== undefined) throw new GrammarError(`${otherAt}: the pattern ${JSON.stringify(p)} matches the property "${clash}": not supported (such a key could be written twice, the second escaping the property's schema)`);
+    }
+    const keys = patterns.map(([p, , , pAt], i) => this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt));
+    this.space();
+    const value = this.visit(schema, `${name}-pattern-value`, at, depth + 1);
+    return this.add(`${name}-pattern-kv`, `"\\"" (${keys.join(" | ")}) "\\"" space ":" space ${value}`);
   }
 
   /**
