@@ -73,7 +73,33 @@ test("tokenize -f FILE / --file - (llama-tokenize's -f and stdin flag) tokenizes
     assert.deepEqual(r, asText, args.join(" "));
   }
   assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf", "--text", "a", "--file", file]), { code: 2, stdout: "", stderr: "tsllm: error: --text and --file both give the text; give one\n" });
-  assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --text is required (or --file FILE; --file - reads stdin)\n" });
+  assert.deepEqual(tsllm(["tokenize", "--model", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --text is required (or --file FILE; --stdin or --file - reads stdin)\n" });
+});
+
+test("tokenize takes llama-tokenize's --stdin, --ids ([1, 2, 3]) and --show-count (\"Total number of tokens: N\"); --ids or --show-count with --json, or two text sources, one line", { skip }, () => {
+  const json = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "--text", "Once upon a time\n", "--json"]);
+  assert.equal(json.code, 0, json.stderr);
+  const { ids } = JSON.parse(json.stdout) as { ids: number[] };
+  assert.ok(ids.length > 2);
+  // llama-tokenize's print_ids: "[" ids joined by ", " "]"; show_token_count: the line after
+  const r = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "--stdin", "--ids", "--show-count"], "Once upon a time\n");
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `[${ids.join(", ")}]\nTotal number of tokens: ${ids.length}\n`);
+  const table = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", "Once upon a time\n", "--show-count"]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /^Token ID \| Token Text\n/);
+  assert.ok(table.stdout.endsWith(`\nTotal number of tokens: ${ids.length}\n`), table.stdout);
+  assert.equal(table.stdout.split("\n").length, ids.length + 4);
+  for (const [args, message] of [
+    [["--text", "x", "--ids", "--json"], "--json and --ids both choose the output; give one (--json's ids are the tokens, their length the count)"],
+    [["--text", "x", "--show-count", "--json"], "--json and --show-count both choose the output; give one (--json's ids are the tokens, their length the count)"],
+    [["--text", "x", "--stdin"], "--text and --stdin both give the text; give one"],
+    [["--text", "x", "--file", "-", "--stdin"], "--text, --file and --stdin all give the text; give one"],
+  ] as const) {
+    const bad = tsllm(["tokenize", "-m", sharedFile(MODEL)!, ...args], "y");
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.equal(bad.stderr, `tsllm: error: ${message}\n`);
+  }
 });
 
 test("generate --grammar takes the grammar's text as llama.cpp's --grammar does, or a file; --grammar-file (llama.cpp's file option) is --grammar; an empty one is one line", { skip }, () => {

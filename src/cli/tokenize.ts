@@ -2,7 +2,7 @@ import { loadTokenizer } from "../llm.js";
 import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 import { readTextInput } from "./input-files.js";
 
-export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE) [--add-special] [--json]
+export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE | --stdin) [--add-special] [--ids | --json] [--show-count]
 
 Prints a table "Token ID | Token Text", one row per token, pieces as the tokenizer stores them.
 
@@ -11,23 +11,30 @@ Options:
                     files) or a Hub reference org/name[@rev][:QUANT] (required)
   --text TEXT       text to tokenize (this or --file is required)
   --file FILE       tokenize the UTF-8 text of FILE, all of it, as llama-tokenize -f does (- reads
-                    stdin, as llama-tokenize's stdin flag)
+                    stdin, as --stdin)
+  --stdin           tokenize all of stdin, as llama-tokenize --stdin (--file -)
   --add-special     add BOS/EOS (or CLS/SEP) as the model's metadata says; off by default
+  --ids             print only the ids, as llama-tokenize --ids: [1, 2, 3]
+  --show-count      end with the line "Total number of tokens: N", as llama-tokenize --show-count
   --json            print {"ids": [...], "pieces": [...]}
   -h, --help        show this help
 `;
 
-export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" } };
+export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" }, stdin: { type: "boolean" }, ids: { type: "boolean" }, "show-count": { type: "boolean" } };
 
 export async function runTokenize(argv: string[]): Promise<void> {
   const values = parse(argv, TOKENIZE_ARGS);
   if (flag(values, "help")) { process.stdout.write(tokenizeHelp); return; }
   const path = requireString(values, "model");
-  const given = optionalString(values, "text"), file = optionalString(values, "file");
-  if (given !== undefined && file !== undefined) throw new UsageError("--text and --file both give the text; give one");
+  const given = optionalString(values, "text");
+  const sources = [given !== undefined && "--text", values.file !== undefined && "--file", flag(values, "stdin") && "--stdin"].filter((x) => x !== false);
+  if (sources.length > 1) throw new UsageError(`${sources.slice(0, -1).join(", ")} and ${sources.at(-1)} ${sources.length === 2 ? "both" : "all"} give the text; give one`);
+  if (flag(values, "json") && (flag(values, "ids") || flag(values, "show-count"))) throw new UsageError(`--json and ${flag(values, "ids") ? "--ids" : "--show-count"} both choose the output; give one (--json's ids are the tokens, their length the count)`);
+  // llama-tokenize --stdin is --file -
+  const file = flag(values, "stdin") ? "-" : optionalString(values, "file");
   // llama-tokenize -f FILE (and --stdin): the text read as it is, a final line break included
   const text = file === undefined ? given : await readTextInput(file, "--file");
-  if (text === undefined) throw new UsageError("--text is required (or --file FILE; --file - reads stdin)");
+  if (text === undefined) throw new UsageError("--text is required (or --file FILE; --stdin or --file - reads stdin)");
   const tokenizer = await loadTokenizer(path);
   const ids = tokenizer.encode(text, { addSpecialTokens: flag(values, "add-special") });
   const pieces = ids.map((id) => tokenizer.piece(id));
@@ -35,8 +42,13 @@ export async function runTokenize(argv: string[]): Promise<void> {
     process.stdout.write(JSON.stringify({ ids, pieces }) + "\n");
     return;
   }
-  const width = Math.max(8, ...ids.map((id) => String(id).length));
-  const lines = [`${"Token ID".padStart(width)} | Token Text`, `${"-".repeat(width)}-+-${"-".repeat(10)}`];
-  for (let i = 0; i < ids.length; i++) lines.push(`${String(ids[i]).padStart(width)} | ${JSON.stringify(pieces[i]).slice(1, -1)}`);
+  const lines: string[] = [];
+  if (flag(values, "ids")) lines.push(`[${ids.join(", ")}]`);
+  else {
+    const width = Math.max(8, ...ids.map((id) => String(id).length));
+    lines.push(`${"Token ID".padStart(width)} | Token Text`, `${"-".repeat(width)}-+-${"-".repeat(10)}`);
+    for (let i = 0; i < ids.length; i++) lines.push(`${String(ids[i]).padStart(width)} | ${JSON.stringify(pieces[i]).slice(1, -1)}`);
+  }
+  if (flag(values, "show-count")) lines.push(`Total number of tokens: ${ids.length}`);
   process.stdout.write(lines.join("\n") + "\n");
 }
