@@ -1,8 +1,10 @@
 // Hostile clients against `tsllm serve`: each request here once crashed a handler (500), hung the
 // server or answered a silently wrong 200. Real HTTP on loopback, as server.test.ts.
 import assert from "node:assert/strict";
-import { connect, type Socket } from "node:net";
+import { createServer } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
 import { after, before, describe, test } from "node:test";
+import { SseWriter } from "../src/server/sse.js";
 import { post, serveStories, skipStories as skip, until } from "./helpers/serve.js";
 
 describe("tsllm serve against hostile requests", { skip }, () => {
@@ -199,6 +201,42 @@ describe("tsllm serve against a client that never reads its stream", { skip }, (
       sock.destroy();
     }
   });
+});
+
+test("a stream's reader that takes a little at a time, each wait for it shorter than writeTimeoutMs, is cut once it has kept the writer waiting that long in all", async () => {
+  // the server's SSE writer on a real loopback socket, its events 64 kB each, written as fast as
+  // the client takes them (a generation faster than its reader, whose sequences wait meanwhile).
+  // The reader takes 100 kB every 100 ms: each wait for it ended well under the 3 s write timeout,
+  // so a timer restarted at every wait sent all 20 MB (16 s here); the waits add up to 3 s first
+  const event = "x".repeat(64 * 1024);
+  let outcome: Promise<{ sent: number; whole: boolean }> | undefined;
+  const server = createServer((_req, res) => {
+    outcome = (async () => {
+      const sse = new SseWriter(res, {}, 3000, 0);
+      let sent = 0;
+      for (; sent < 320; sent++) if (!(await sse.send(event))) return { sent, whole: false };
+      await sse.send("[DONE]");
+      sse.end();
+      return { sent, whole: true };
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const sock = connect((server.address() as AddressInfo).port, "127.0.0.1");
+  sock.on("error", () => undefined);
+  let received = 0;
+  const trickle = setInterval(() => (received += (sock.read(100 * 1024) as Buffer | null)?.length ?? 0), 100);
+  try {
+    sock.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sock.pause();
+    await until(() => outcome !== undefined, "the request");
+    const { sent, whole } = await outcome!;
+    assert.equal(whole, false, `all ${sent} events were sent`);
+    assert.ok(sent > 0 && received > 0, "the reader took events before it was cut");
+  } finally {
+    clearInterval(trickle);
+    sock.destroy();
+    server.close();
+  }
 });
 
 describe("tsllm serve against clients that trickle their request (slowloris)", { skip }, () => {

@@ -47,8 +47,9 @@ Options:
   --chat-template-kwargs JSON  extra chat-template variables for every request, e.g. '{"enable_thinking": false}'
                         (a request's chat_template_kwargs override them, as llama-server's)
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
-  --write-timeout-ms N  a response (streamed or not) whose client takes nothing for this long is cut off;
-                        a stream's generation is cancelled (default 60000)
+  --write-timeout-ms N  a response whose client takes nothing for this long is cut off; a stream whose
+                        client keeps it waiting this long in all, each wait added, is cut off and its
+                        generation cancelled (default 60000)
   --sse-ping-interval SECONDS  a stream that has sent nothing for this long (waiting in the queue, in a long
                         prefill) gets an SSE comment line, ": keep-alive", which clients skip, so a proxy's
                         or client's idle read timeout does not cut it (default 15; 0 or -1: never, as llama-server's

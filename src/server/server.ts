@@ -45,7 +45,7 @@ export interface ServeOptions {
   chatTemplateKwargs?: Readonly<Record<string, unknown>>;
   /** embedding inputs past the model's tokens are cut as sentence-transformers cuts them instead of a 400, unless a request sends `truncate: false` (text-embeddings-inference's --auto-truncate) */
   autoTruncate?: boolean;
-  /** a response whose client takes no bytes for this long while its bytes wait is cut off; a stream's cut frees its sequences (default 60000, as nginx's send_timeout) */
+  /** a response whose client takes no bytes for this long while its bytes wait is cut off (default 60000, as nginx's send_timeout); a stream is cut once its client has kept it waiting this long in all, its waits added (a slow reader's sequences are paused meanwhile), which frees its sequences */
   writeTimeoutMs?: number;
   /** a stream silent this long (waiting in the queue, in a long prefill) gets an SSE comment, `: keep-alive`, so proxies and clients with an idle read timeout do not cut it (default 15000; 0: never) */
   ssePingMs?: number;
@@ -486,7 +486,7 @@ export class OpenAIServer {
         res.destroy();
         return;
       }
-      const err = e instanceof ApiError ? e : internal(e);
+      const err = e instanceof ApiError ? e : internal(e, this.settings);
       // a body refused unread (too large, or never sent: its client still waits for "100 Continue") leaves the connection unusable
       if (err.status === 413 || (expectsContinue && !req.complete)) res.setHeader("Connection", "close");
       this.reportFailure(res, err);

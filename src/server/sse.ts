@@ -14,14 +14,22 @@ export const DEFAULT_SSE_PING_MS = 15_000;
  * Server-sent events on a response, with backpressure: `send` resolves once the socket has taken
  * the event (it waits for "drain" when the kernel buffer is full), so a slow reader holds the
  * writer back instead of having events pile up in memory. Resolves false once the client is gone.
- * A client that takes nothing for `writeTimeoutMs` while an event waits is cut off (the response
- * destroyed, which cancels its generation): a reader that never reads would otherwise hold its
- * sequences, paused by the engine's backpressure, for as long as it keeps the connection open.
+ *
+ * `writeTimeoutMs` is the reply's whole allowance for keeping its writer waiting: the waits for
+ * the client to take its bytes add up, and once they reach it the response is destroyed (which
+ * cancels its generation). Each wait is time its sequences sit paused by the engine's
+ * backpressure, their KV blocks held. A timer restarted at every write, as nginx's send_timeout
+ * and the write timeout cpp-httplib applies under llama-server are, never cuts a reader that
+ * takes a few kilobytes now and then: one taking 80 kB a second held a stream of two 250-token
+ * choices with 20 logprobs each, and its two sequences, for over a minute. A client that keeps
+ * up never waits, so it spends none of the allowance however long its reply runs.
  */
 export class SseWriter {
   private closed = false;
   /** the caller answers instead (release) */
   private released = false;
+  /** how long this reply has kept its writer waiting for the client so far, in all (ms) */
+  private waitedMs = 0;
   /** fires once the stream has been silent for the ping interval (re-armed by every write) */
   private readonly ping: NodeJS.Timeout | undefined;
 
@@ -71,7 +79,13 @@ export class SseWriter {
     const text = typeof value === "string" ? value : JSON.stringify(value);
     this.res.write(`data: ${text}\n\n`);
     this.ping?.refresh();
-    return drained(this.res, this.writeTimeoutMs);
+    // (at once when nothing waits: no time spent)
+    if (this.res.destroyed || !this.res.writableNeedDrain) return drained(this.res, this.writeTimeoutMs);
+    const began = performance.now();
+    return drained(this.res, Math.max(1, this.writeTimeoutMs - this.waitedMs)).then((taken) => {
+      this.waitedMs += performance.now() - began;
+      return taken;
+    });
   }
 
   /** stops the writer before it began, leaving the answer to the caller (an error with its own status) */
