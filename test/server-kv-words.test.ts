@@ -25,3 +25,22 @@ test("the KV pool's allocation refusal reaching a request (a 500) proposes tsllm
   for (const word of ["contextSize", "kvCacheBytes", "maxSequences", "cacheTypeK"]) assert.ok(!served.message.includes(word), served.message);
   assert.match(internal(refusal, LIBRARY_SETTING_NAMES).message, /; lower contextSize, kvCacheBytes or maxSequences, or store the cache smaller \(cacheTypeK \/ cacheTypeV f16 or q8_0\)$/);
 });
+
+test("the KV pool's refusal of a block past its limit reaching a request (a 500) proposes tsllm serve's --parallel and --ctx-size, not the library's contextSize", () => {
+  // the real refusal: a pool limited to two blocks asked for a third, as a request's sequences
+  // growing past the pool's budget mid-generation meet it
+  const pool = new KVBlockPool(1, 1, 4, 1, undefined, DEFAULT_BLOCK_SIZE, 2 * 2 * DEFAULT_BLOCK_SIZE * 4 * 4);
+  pool.take();
+  pool.take();
+  let refusal: unknown;
+  try {
+    pool.take();
+  } catch (e) {
+    refusal = e;
+  }
+  assert.ok(refusal instanceof Error && refusal.message.startsWith("KV cache pool is full: 2 blocks"), String(refusal));
+  const served = internal(refusal, SETTING_FLAGS);
+  assert.match(served.message, /; use fewer sequences \(--parallel\) or beams, or a smaller --ctx-size$/);
+  assert.ok(!served.message.includes("contextSize"), served.message);
+  assert.match(internal(refusal, LIBRARY_SETTING_NAMES).message, /; use fewer sequences \(maxSequences\) or beams, or a smaller contextSize$/);
+});

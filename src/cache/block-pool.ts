@@ -32,6 +32,9 @@ export const DEFAULT_BLOCK_SIZE = 16;
 /** the most bytes of K and V a pool may hold by default, all layers together */
 const MAX_BYTES = 8 * 2 ** 30;
 
+/** what the pool's refusal of one block more than its limit proposes, in the library's words (a server words it in its own) */
+export const KV_POOL_FULL_REMEDY = "use fewer sequences or beams, or a smaller contextSize";
+
 /** what the pool's allocation refusal proposes, in the library's option names (a caller words it in its own: refusalInTerms' kvAllocation) */
 export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheBytes or maxSequences, or store the cache smaller (cacheTypeK / cacheTypeV f16 or q8_0)";
 
@@ -263,7 +266,7 @@ export class KVBlockPool {
     if (this.free.length === 0) {
       const have = this.refs.length;
       if (have >= this.maxBlocks) {
-        throw new Error(`KV cache pool is full: ${have} blocks of ${this.blockSize} positions (${formatBytes(this.byteLength)}) are in use and the limit is ${formatBytes(this.maxBytes)}; use fewer sequences or beams, or a smaller contextSize`);
+        throw new Error(`KV cache pool is full: ${have} blocks of ${this.blockSize} positions (${formatBytes(this.byteLength)}) are in use and the limit is ${formatBytes(this.maxBytes)}; ${KV_POOL_FULL_REMEDY}`);
       }
       this.resize(Math.min(this.maxBlocks, 2 * have));
       this.grows++;

@@ -1,3 +1,4 @@
+import { KV_POOL_FULL_REMEDY } from "../cache/index.js";
 import { refusalInTerms, RequestError } from "../engine/index.js";
 import { OptionError } from "../units/index.js";
 import type { SettingNames } from "./setting-names.js";
@@ -80,7 +81,7 @@ export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: 
     return new ApiError(400, inServerTerms(message, named.maxTokens, named.settings), "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
-  return internal(e);
+  return internal(e, named.settings);
 }
 
 /**
@@ -99,7 +100,8 @@ function inServerTerms(message: string, maxTokens: string, settings: SettingName
 
 /**
  * a 500 for an error inside the server or the engine; with `settings`, a remedy it proposes in the
- * operator's words (the KV pool's allocation refusal: `tsllm serve`'s --ctx-size, --kv-memory, ...)
+ * operator's words (the KV pool's allocation refusal: `tsllm serve`'s --ctx-size, --kv-memory, ...;
+ * its refusal of a block past its limit: --parallel, --ctx-size)
  */
 export function internal(e: unknown, settings?: SettingNames): ApiError {
   if (e instanceof ApiError) return e;
@@ -107,7 +109,7 @@ export function internal(e: unknown, settings?: SettingNames): ApiError {
   if (settings) {
     message = refusalInTerms(message, {
       kvAllocation: `lower ${settings.contextSize}, ${settings.kvCacheBytes} or ${settings.maxSequences}, or store the cache smaller (${settings.cacheTypes} f16 or q8_0)`,
-    });
+    }).replace(KV_POOL_FULL_REMEDY, () => `use fewer sequences (${settings.maxSequences}) or beams, or a smaller ${settings.contextSize}`);
   }
   const err = new ApiError(500, `the request failed inside the server: ${message}`, "server_error", null, "internal_error");
   // what the operator's log shows (ServeOptions.log): where it failed, which the client is not told
