@@ -67,30 +67,40 @@ function classRun(prefix: string, cls: string, repeat: "+" | "" | "{1,3}" = "+")
   return source;
 }
 const BLOOM = classRun(" ", `[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]`);
+/** deepseek-v3's third pattern (RunPatterns: v3MatchEnd) */
+const DEEPSEEK_V3 = `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/** tekken's pattern (RunPatterns: tekkenMatchEnd) */
+const TEKKEN = `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
+const SENTINEL = "<sentinel:[0-9]+>";
+/**
+ * A pattern without look-around or anchors that reads at most `reach` UTF-16 units from where a
+ * search tries it: whether and what it matches at j is decided by [j, j + reach), so a window
+ * holding that decides it as the whole piece does (PieceCursor.boundedWindowed).
+ */
+const BOUNDED = new Map<string, number>();
+function bounded(source: string, reach: number): string {
+  BOUNDED.set(source, reach);
+  return source;
+}
 
 const PATTERNS: Record<string, string[]> = {
-  default: ["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"],
+  default: [classRun("", "[\\p{P}\\$\\+<=>\\^~\\|]"), GPT2, classRun("", "\\p{N}"), bounded("[0-9][0-9][0-9]", 3)],
   gpt2: [GPT2],
   llama3: [LLAMA3],
   qwen2: [QWEN2],
   starcoder: ["\\p{N}", GPT2],
-  falcon: ["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
+  falcon: [classRun("", "[\\p{P}\\$\\+<=>\\^~\\|`]"), GPT2, bounded("[0-9][0-9][0-9]", 3)],
   "deepseek-llm": [
     classRun("", "[\\r\\n]", ""), classRun(S, DEEPSEEK_LETTERS), classRun(S, "[!-/:-~\\uff01-\\uff0f\\uff1a-\\uff5e\\u2018-\\u201f\\u3000-\\u3002]"),
     TRAILING_SPACE, classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}"),
   ],
   "deepseek-coder": [classRun("", "[\\r\\n]", ""), classRun(S, "\\p{L}"), classRun(S, "\\p{P}"), classRun("", DEEPSEEK_CJK), classRun("", "\\p{N}", "")],
-  "deepseek-v3": [
-    classRun("", "\\p{N}", "{1,3}"),
-    classRun("", "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]"),
-    `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
-  ],
+  "deepseek-v3": [classRun("", "\\p{N}", "{1,3}"), classRun("", "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]"), DEEPSEEK_V3],
   bloom: [BLOOM],
   viking: [BLOOM, classRun("", "\\p{N}", "")],
-  tekken: [
-    `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
-  ],
-  chameleon: ["<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}", "[\\p{P}!-/:-@\\[-`{-~]", GPT2],
+  tekken: [TEKKEN],
+  chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
 /** `tokenizer.ggml.pre` value -> pattern family, as llama.cpp groups them. */
@@ -138,10 +148,11 @@ export class PieceCursor {
   private readonly runScan: Int32Array;
   private readonly runEnd: (RegExp | undefined)[];
   private readonly runSpaces: boolean[];
-  /** per pattern: Llama 3's or Qwen2's (LlamaRuns), its digits per piece; or a ClassRun */
-  private readonly llamaDigits: (number | undefined)[];
+  /** per pattern: a RunPattern (Llama 3's, Qwen2's, deepseek-v3's, tekken's), a ClassRun, a bounded pattern's reach */
+  private readonly runPatterns: (RunPattern | undefined)[];
   private readonly classRuns: (ClassRun | undefined)[];
-  /** per pattern (LlamaRuns, ClassRuns): a long match's start, and its end being looked for */
+  private readonly reach: (number | undefined)[];
+  /** per pattern (RunPatterns, ClassRuns, sentinels): a long match's start, and its end being looked for */
   private readonly scanStart: Int32Array;
   private readonly matchScan: (Generator<number, number> | undefined)[];
 
@@ -160,8 +171,9 @@ export class PieceCursor {
     this.runScan = new Int32Array(n).fill(-1);
     this.runEnd = new Array<RegExp | undefined>(n);
     this.runSpaces = new Array<boolean>(n).fill(false);
-    this.llamaDigits = patterns.map((re) => (re.flags === "gu" ? LLAMA_DIGITS.get(re.source) : undefined));
+    this.runPatterns = patterns.map((re) => (re.flags === "gu" ? RUN_PATTERNS.get(re.source) : undefined));
     this.classRuns = patterns.map((re) => (re.flags === "gu" ? CLASS_RUNS.get(re.source) : undefined));
+    this.reach = patterns.map((re) => (re.flags === "gu" ? BOUNDED.get(re.source) : undefined));
     this.scanStart = new Int32Array(n);
     this.matchScan = new Array<Generator<number, number> | undefined>(n);
     // no patterns: the text is the one piece
@@ -178,8 +190,9 @@ export class PieceCursor {
 
   /**
    * the next piece, or undefined after the last; a number: that many characters of a long match
-   * or gap of GPT-2's, Llama 3's, Qwen2's pattern or a ClassRun were read, its end not found yet (a megabyte of one letter is one match,
-   * and one regex search over it held the event loop for a fifth of a second)
+   * or gap were read, its end not found yet (a megabyte of one letter is one match, and one regex
+   * search over it held the event loop for a fifth of a second): every pattern of llama.cpp's
+   * pre-tokenizers is searched a window at a time
    */
   next(): string | number | undefined {
     const n = this.patterns.length;
@@ -200,13 +213,21 @@ export class PieceCursor {
         if (from > piece.length) { this.depth--; continue; }
         const re = this.patterns[d]!;
         let m: RegExpExecArray | null;
-        const runs = this.longRuns[d], digits = this.llamaDigits[d], classRun = this.classRuns[d];
+        const runs = this.longRuns[d], runPattern = this.runPatterns[d], classRun = this.classRuns[d], reach = this.reach[d];
         if (runs && piece.length - from > longMatchWindow.chars) {
           const found = this.windowed(d, runs, piece, from);
           if (typeof found === "number") return found;
           m = found;
-        } else if (digits !== undefined && piece.length - from > longMatchWindow.chars) {
-          const found = this.llamaWindowed(d, digits, piece, from);
+        } else if (runPattern !== undefined && piece.length - from > longMatchWindow.chars) {
+          const found = this.runWindowed(d, runPattern, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
+        } else if (reach !== undefined && piece.length - from > longMatchWindow.chars) {
+          const found = this.boundedWindowed(d, reach, piece, from);
+          if (typeof found === "number") return found;
+          m = found;
+        } else if (re.source === SENTINEL && re.flags === "gu" && piece.length - from > longMatchWindow.chars) {
+          const found = this.sentinelWindowed(d, piece, from);
           if (typeof found === "number") return found;
           m = found;
         } else if (re.source === TRAILING_SPACE && re.flags === "gu" && piece.length - from > longMatchWindow.chars) {
@@ -293,29 +314,79 @@ export class PieceCursor {
   }
 
   /**
-   * Llama 3's or Qwen2's pattern searched from `from` in a window of the piece: its match there
-   * where what the search read lies inside the window (LlamaRuns), else the match worked out from
-   * the runs it is made of, each looked for a window per call (a number: characters read).
+   * A RunPattern searched from `from` in a window of the piece: its match there where what the
+   * search read lies inside the window, else the match worked out from the runs it is made of,
+   * each looked for a window per call; no match in the window: the search goes on from the
+   * window's last character (a number: characters read).
    */
-  private llamaWindowed(d: number, digits: number, piece: string, from: number): RegExpExecArray | number {
+  private runWindowed(d: number, run: RunPattern, piece: string, from: number): RegExpExecArray | number {
     if (this.matchScan[d] === undefined) {
       const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars));
       const re = this.patterns[d]!;
       re.lastIndex = from;
-      const m = re.exec(piece.slice(0, x));
-      if (m !== null && m.index === from && from + m[0].length + 1 < x) {
-        // white space: the search read its whole run ("\n" then spaces: the match ends after the run's last newline)
-        if (!SPACE_CHAR.test(piece[from]!)) return m;
-        SPACE_END.lastIndex = from;
-        if (SPACE_END.exec(piece.slice(0, x)) !== null) return m;
-      }
-      this.matchScan[d] = llamaMatchEnd(piece, from, digits);
+      const w = piece.slice(0, x);
+      const m = re.exec(w);
+      // whether a match starts at a character is decided by it and the next: none before the last
+      if (m === null) return this.searchOnFrom(d, from, lastCharAt(piece, x));
+      if (m.index + m[0].length + 1 < x && run.inWindow(w, m.index, m.index + m[0].length)) return m;
+      this.matchScan[d] = run.matchEnd(piece, m.index);
+      this.scanStart[d] = m.index;
     }
-    this.scanStart[d] = from;
     return this.scanStep(d, piece);
   }
 
-  /** a step of the long match being worked out (LlamaRuns, ClassRuns): characters read, or the match */
+  /** the search of pattern `d` goes on from `at`: characters read since `from` */
+  private searchOnFrom(d: number, from: number, at: number): number {
+    this.searchFrom[d] = at;
+    return at - from;
+  }
+
+  /**
+   * A bounded pattern searched from `from` in a window of the piece: its match there where the
+   * window holds the pattern's reach from it; else the search goes on from that match, or, none
+   * found, from the first character whose reach the window does not hold (a number: characters read).
+   */
+  private boundedWindowed(d: number, reach: number, piece: string, from: number): RegExpExecArray | null | number {
+    const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars) + reach);
+    const re = this.patterns[d]!;
+    re.lastIndex = from;
+    const m = re.exec(piece.slice(0, x));
+    if (x >= piece.length || (m !== null && m.index + reach <= x)) return m;
+    // the window decides every character whose reach it holds (at least 5)
+    return this.searchOnFrom(d, from, charStart(piece, Math.min(m !== null ? m.index : x, x - reach + 1)));
+  }
+
+  /**
+   * chameleon's `<sentinel:[0-9]+>` searched from `from` in a window of the piece: its match there
+   * where it ends inside the window (no match holds another's "<"); none: the search goes on from
+   * the first "<" that may begin a match going past the window, or past the window. Where that
+   * "<" is at \`from\`, the digits after it are a long run, whose end is looked for a window per call
+   * (a number: characters read).
+   */
+  private sentinelWindowed(d: number, piece: string, from: number): RegExpExecArray | null | number {
+    if (this.matchScan[d] === undefined) {
+      const x = windowEnd(piece, from + Math.max(4, longMatchWindow.chars) + SENTINEL_HEAD);
+      const re = this.patterns[d]!;
+      re.lastIndex = from;
+      const m = re.exec(piece.slice(0, x));
+      if (m !== null || x >= piece.length) return m;
+      const open = SENTINEL_OPEN.exec(piece.slice(from, x));
+      if (open === null) return this.searchOnFrom(d, from, x);
+      if (open.index > 0) return this.searchOnFrom(d, from, from + open.index);
+      // "<sentinel:" and digits up to the window's end (the window holds more than the head)
+      this.matchScan[d] = runEnd(piece, x, NON_DIGIT);
+      this.scanStart[d] = from;
+    }
+    const step = this.matchScan[d]!.next();
+    if (!step.done) return step.value;
+    this.matchScan[d] = undefined;
+    const end = step.value;
+    if (piece.charCodeAt(end) === 0x3e) return matchOf(piece, from, end + 1);
+    // no match from here, nor inside the digits (no "<"): on from where they end
+    return this.searchOnFrom(d, from, end);
+  }
+
+  /** a step of the long match being worked out (RunPatterns, ClassRuns): characters read, or the match */
   private scanStep(d: number, piece: string): RegExpExecArray | number {
     const step = this.matchScan[d]!.next();
     if (!step.done) return step.value;
@@ -354,11 +425,7 @@ export class PieceCursor {
       const re = this.patterns[d]!;
       re.lastIndex = from;
       const m = re.exec(piece.slice(0, x));
-      if (m === null) {
-        const last = x - (piece.charCodeAt(x - 1) >= 0xdc00 && piece.charCodeAt(x - 1) <= 0xdfff ? 2 : 1);
-        this.searchFrom[d] = last;
-        return last - from;
-      }
+      if (m === null) return this.searchOnFrom(d, from, lastCharAt(piece, x));
       const end = m.index + m[0].length;
       if (end < x) return m;
       // a few C up to the window's end: the piece's match there (the search reads a few characters)
@@ -371,19 +438,47 @@ export class PieceCursor {
 }
 
 /**
- * Llama 3's and Qwen2's pattern (their tokenizer.json's, as the tokenizers library and this file
- * spell it), per source the digits one piece takes: `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
- * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^S\p{L}\p{N}]+[\r\n]*|S*[\r\n]+|S+(?!NS)|S+`. Every
- * character starts a match. Taking the characters as letters, digits, white space (S) and the rest
+ * A pattern whose match at a position can be worked out from the runs of character classes it
+ * reads, and where whether a match starts at a character is decided by it and the next:
+ * Llama 3's, Qwen2's, deepseek-v3's third and tekken's (their tokenizer.json's patterns, as the
+ * tokenizers library and this file spell them). A match found in a window of the piece, ending 2+
+ * characters before the window's end, is the piece's where `inWindow` says what the search read
+ * lies inside the window; otherwise `matchEnd` works it out.
+ */
+interface RunPattern {
+  /** `window`: the piece up to the window's end; the match [i, e) */
+  readonly inWindow: (window: string, i: number, e: number) => boolean;
+  /** the end of the piece's match at `p` (there is one), alternative by alternative; yields characters read */
+  readonly matchEnd: (piece: string, p: number) => Generator<number, number>;
+}
+/**
+ * Llama 3's and Qwen2's: `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+ * |[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^S\p{L}\p{N}]+[\r\n]*|S*[\r\n]+|S+(?!NS)|S+` (Qwen2: \p{N}).
+ * Every character starts a match. Taking the characters as letters, digits, white space (S) and the rest
  * (O), a search from p reads: the contractions and the digits at most 3 characters on; the letters,
  * the O's and newlines after them, and the spaces + O's of the alternatives it takes, up to one
  * past its match; and, starting on white space and reaching `S*[\r\n]+`, the whole run of white
  * space (its match ends after the run's last newline, so one newline before a megabyte of spaces
- * reads them all) and one past it. So a match found in a window ending 2+ characters before the
- * window's end, not starting on white space or with that run ending inside the window, is the
- * text's; otherwise llamaMatchEnd works the match out from where its runs end.
+ * reads them all) and one past it.
+ *
+ * deepseek-v3's third: `[!-/:-@[-\`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|`
+ * and the same white space. A digit or other character (not L, M, P, S, S) with no letter or mark
+ * after it starts no match. The search reads one past an ASCII punctuation's ASCII letters, past a
+ * run of letters and marks, past the punctuation and symbols and newlines after them, and a whole
+ * run of white space where it starts on one.
+ *
+ * tekken's: `X?U*W+|X?U+W*|\p{N}| ?[^S\p{L}\p{N}]+[\r\n/]*|` and the same white space, where X is
+ * `[^\r\n\p{L}\p{N}]`, U `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`, W `[\p{Ll}\p{Lm}\p{Lo}\p{M}]`: every character
+ * starts a match. The letter alternatives backtrack inside the run of letters and marks after X
+ * (U* gives back to its last character also in W), so they read that whole run and one past it;
+ * the others read as Llama 3's do.
  */
-const LLAMA_DIGITS = new Map<string, number>([[LLAMA3, 3], [QWEN2, 1]]);
+const RUN_PATTERNS = new Map<string, RunPattern>([
+  [LLAMA3, { inWindow: spaceEndsIn, matchEnd: (piece, p) => llamaMatchEnd(piece, p, 3) }],
+  [QWEN2, { inWindow: spaceEndsIn, matchEnd: (piece, p) => llamaMatchEnd(piece, p, 1) }],
+  [DEEPSEEK_V3, { inWindow: spaceEndsIn, matchEnd: v3MatchEnd }],
+  [TEKKEN, { inWindow: lettersEndIn, matchEnd: tekkenMatchEnd }],
+]);
 const SPACE_CHAR = new RegExp(`^${S}$`, "u");
 const SPACE_END = new RegExp(NS, "gu");
 const LETTER_END = /\P{L}/gu;
@@ -436,16 +531,23 @@ function* spaceRun(piece: string, p: number): Generator<number, [number, number]
   }
 }
 
-/** the class of the character at `i` (LlamaRuns): 0 letter, 1 digit, 2 white space, 3 other, -1 past the end */
-function classAt(piece: string, i: number): number {
+/** the index of the first of `classes` the character at `i` is in (their count: none), -1 past the end */
+function classOf(piece: string, i: number, classes: readonly RegExp[]): number {
   if (i >= piece.length) return -1;
   const ch = String.fromCodePoint(piece.codePointAt(i)!);
-  return LETTER.test(ch) ? 0 : NUMBER.test(ch) ? 1 : SPACE_CHAR.test(ch) ? 2 : 3;
+  const k = classes.findIndex((c) => c.test(ch));
+  return k < 0 ? classes.length : k;
 }
+const after = (piece: string, i: number): number => i + (piece.codePointAt(i)! > 0xffff ? 2 : 1);
 
-/** the end of the match of Llama 3's / Qwen2's pattern at `p`, alternative by alternative (LlamaRuns) */
+/** Llama 3's classes: 0 letter, 1 digit, 2 white space, 3 other */
+const LETTER = /^\p{L}$/u;
+const NUMBER = /^\p{N}$/u;
+const LLAMA_CLASSES = [LETTER, NUMBER, SPACE_CHAR];
+
+/** the end of the match of Llama 3's / Qwen2's pattern at `p`, alternative by alternative (RunPatterns) */
 function* llamaMatchEnd(piece: string, p: number, digits: number): Generator<number, number> {
-  const c0 = piece.codePointAt(p)!, next = p + (c0 > 0xffff ? 2 : 1), k0 = classAt(piece, p), k1 = classAt(piece, next);
+  const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, LLAMA_CLASSES), k1 = classOf(piece, next, LLAMA_CLASSES);
   if (c0 === 0x27) {
     const m = CONTRACTION.exec(piece.slice(p, p + 3));
     if (m !== null) return p + m[0].length;
@@ -453,21 +555,150 @@ function* llamaMatchEnd(piece: string, p: number, digits: number): Generator<num
   if (k0 === 0) return yield* runEnd(piece, p, LETTER_END);
   if (k0 === 1) {
     let e = next;
-    for (let n = 1; n < digits && classAt(piece, e) === 1; n++) e += piece.codePointAt(e)! > 0xffff ? 2 : 1;
+    for (let n = 1; n < digits && classOf(piece, e, LLAMA_CLASSES) === 1; n++) e = after(piece, e);
     return e;
   }
   // [^\r\n\p{L}\p{N}]?\p{L}+: one O or white space other than a newline, then letters
   if (k1 === 0 && c0 !== 10 && c0 !== 13) return yield* runEnd(piece, next, LETTER_END);
   // ' ?[^S\p{L}\p{N}]+[\r\n]*'
-  if (k0 === 3 || (c0 === 0x20 && k1 === 3)) {
-    const o = yield* runEnd(piece, k0 === 3 ? p : next, OTHER_END);
-    const c = piece.charCodeAt(o);
-    return c === 10 || c === 13 ? yield* runEnd(piece, o, NEWLINE_END) : o;
-  }
-  // S*[\r\n]+ (to the run's last newline), S+(?!NS) (all but its last before a non-space), S+
+  if (k0 === 3 || (c0 === 0x20 && k1 === 3)) return yield* othersEnd(piece, k0 === 3 ? p : next, OTHER_END, NEWLINE_END);
+  return yield* spaceMatchEnd(piece, p);
+}
+
+/** a run of `others` from `i` (`end`: the first character not one), then a run of `newlines` where one follows */
+function* othersEnd(piece: string, i: number, end: RegExp, newlines: RegExp): Generator<number, number> {
+  const o = yield* runEnd(piece, i, end);
+  const c = piece.charCodeAt(o);
+  return c === 10 || c === 13 ? yield* runEnd(piece, o, newlines) : o;
+}
+
+/** `S*[\r\n]+|S+(?!NS)|S+` at `p` (white space): to the run's last newline, or all the run but its last before a non-space */
+function* spaceMatchEnd(piece: string, p: number): Generator<number, number> {
   const [q, last] = yield* spaceRun(piece, p);
   if (last >= 0) return last + 1;
   return q - p >= 2 && q < piece.length ? q - 1 : q;
+}
+
+/** deepseek-v3's classes: 0 letter, 1 mark, 2 punctuation or symbol, 3 white space, 4 other */
+const V3_CLASSES = [LETTER, /^\p{M}$/u, /^[\p{P}\p{S}]$/u, SPACE_CHAR];
+const LETTER_MARK_END = /[^\p{L}\p{M}]/gu;
+const ASCII_LETTER_END = /[^A-Za-z]/g;
+const PUNCT_SYMBOL_END = /[^\p{P}\p{S}]/gu;
+const isAsciiPunct = (c: number): boolean => (c >= 0x21 && c <= 0x2f) || (c >= 0x3a && c <= 0x40) || (c >= 0x5b && c <= 0x60) || (c >= 0x7b && c <= 0x7e);
+const isAsciiLetter = (c: number): boolean => (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
+
+/** the end of the match of deepseek-v3's third pattern at `p`, alternative by alternative (RunPatterns) */
+function* v3MatchEnd(piece: string, p: number): Generator<number, number> {
+  const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, V3_CLASSES), k1 = classOf(piece, next, V3_CLASSES);
+  // [!-/:-@[-`{-~][A-Za-z]+
+  if (isAsciiPunct(c0) && isAsciiLetter(piece.charCodeAt(next))) return yield* runEnd(piece, next, ASCII_LETTER_END);
+  // [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+  if (k0 === 0 || k0 === 1) return yield* runEnd(piece, p, LETTER_MARK_END);
+  if ((k1 === 0 || k1 === 1) && k0 !== 2 && c0 !== 10 && c0 !== 13) return yield* runEnd(piece, next, LETTER_MARK_END);
+  // ' ?[\p{P}\p{S}]+[\r\n]*'
+  if (k0 === 2 || (c0 === 0x20 && k1 === 2)) return yield* othersEnd(piece, k0 === 2 ? p : next, PUNCT_SYMBOL_END, NEWLINE_END);
+  return yield* spaceMatchEnd(piece, p);
+}
+
+/** tekken's classes: 0 Lu Lt (U only), 1 Ll (W only), 2 Lm Lo (both), 3 mark (both; also X), 4 digit, 5 white space, 6 other */
+const TEKKEN_CLASSES = [/^[\p{Lu}\p{Lt}]$/u, /^\p{Ll}$/u, /^[\p{Lm}\p{Lo}]$/u, /^\p{M}$/u, NUMBER, SPACE_CHAR];
+const UPPER_END = /[^\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]/gu;
+const LOWER_END = /[^\p{Ll}\p{Lm}\p{Lo}\p{M}]/gu;
+/** the last character in both U and W of a run of U */
+const LAST_BOTH = /[\p{Lm}\p{Lo}\p{M}][\p{Lu}\p{Lt}]*$/u;
+const NEWLINE_SLASH_END = /[^\r\n/]/gu;
+
+/** where the run of U from `i` ends, and its last character also in W (-1: none); yields characters read a window at a time */
+function* upperRun(piece: string, i: number): Generator<number, [number, number]> {
+  let both = -1;
+  for (;;) {
+    const stop = windowEnd(piece, i + Math.max(4, longMatchWindow.chars));
+    UPPER_END.lastIndex = i;
+    const f = UPPER_END.exec(stop < piece.length ? piece.slice(0, stop) : piece);
+    const q = f === null ? stop : f.index;
+    const b = LAST_BOTH.exec(piece.slice(i, q));
+    if (b !== null) both = i + b.index;
+    if (f !== null || stop >= piece.length) return [q, both];
+    yield stop - i;
+    i = stop;
+  }
+}
+
+/** `U*W+` at `s`: U* gives back to the last character W+ can start on; -1: no match */
+function* tekkenUpperLower(piece: string, s: number): Generator<number, number> {
+  const [u, both] = yield* upperRun(piece, s);
+  if (classOf(piece, u, TEKKEN_CLASSES) === 1) return yield* runEnd(piece, u, LOWER_END);
+  // the characters after `both` are U only and the one at u is not W: W+ is that one character
+  return both < 0 ? -1 : after(piece, both);
+}
+
+/** the end of the match of tekken's pattern at `p`, alternative by alternative (RunPatterns) */
+function* tekkenMatchEnd(piece: string, p: number): Generator<number, number> {
+  const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, TEKKEN_CLASSES), k1 = classOf(piece, next, TEKKEN_CLASSES);
+  const letter = (k: number): boolean => k >= 0 && k <= 3;
+  // where U and W may start: after X (a mark, white space other than a newline, other) first, then at p
+  const starts: number[] = [];
+  if ((k0 === 3 || k0 === 5 || k0 === 6) && c0 !== 10 && c0 !== 13 && letter(k1)) starts.push(next);
+  if (letter(k0)) starts.push(p);
+  for (const s of starts) {
+    const e = yield* tekkenUpperLower(piece, s);
+    if (e >= 0) return e;
+  }
+  // X?U+W*: U+ to its run's end, then W*
+  for (const s of starts) {
+    if (classOf(piece, s, TEKKEN_CLASSES) === 1) continue;
+    const [u] = yield* upperRun(piece, s);
+    return yield* runEnd(piece, u, LOWER_END);
+  }
+  if (k0 === 4) return next;
+  // ' ?[^S\p{L}\p{N}]+[\r\n/]*' (marks are in that class; a run of them was taken above)
+  if (k0 === 6 || (c0 === 0x20 && k1 === 6)) return yield* othersEnd(piece, k0 === 6 ? p : next, OTHER_END, NEWLINE_SLASH_END);
+  return yield* spaceMatchEnd(piece, p);
+}
+
+/** RunPatterns: a match at `i` starting on white space read its whole run, which must end inside the window */
+function spaceEndsIn(window: string, i: number): boolean {
+  // (printable ASCII is no white space: most matches start on it)
+  const c = window.charCodeAt(i);
+  if ((c > 0x20 && c < 0x7f) || !SPACE_CHAR.test(window[i]!)) return true;
+  SPACE_END.lastIndex = i;
+  return SPACE_END.exec(window) !== null;
+}
+
+/**
+ * tekken's: the run of letters and marks at `i`, or after the character there, ends inside the
+ * window too. A letter match is all letters and marks, so one followed by neither ended its run;
+ * the other alternatives read no letter.
+ */
+function lettersEndIn(window: string, i: number, e: number): boolean {
+  LETTER_MARK.lastIndex = e;
+  if (LETTER_MARK.test(window)) {
+    LETTER_MARK_END.lastIndex = i;
+    const f = LETTER_MARK_END.exec(window);
+    if (f === null) return false;
+    if (f.index === i) {
+      LETTER_MARK_END.lastIndex = after(window, i);
+      if (LETTER_MARK_END.exec(window) === null) return false;
+    }
+  }
+  return spaceEndsIn(window, i);
+}
+const LETTER_MARK = /[\p{L}\p{M}]/uy;
+
+/** chameleon's sentinel: "<sentinel:" and a digit; a window's end may fall inside a match from the "<" */
+const SENTINEL_HEAD = 11;
+const SENTINEL_OPEN = /<(?:s(?:e(?:n(?:t(?:i(?:n(?:e(?:l(?::[0-9]*)?)?)?)?)?)?)?)?)?$/;
+const NON_DIGIT = /[^0-9]/g;
+
+/** the start of the last character before `x` */
+function lastCharAt(piece: string, x: number): number {
+  return x - (piece.charCodeAt(x - 1) >= 0xdc00 && piece.charCodeAt(x - 1) <= 0xdfff ? 2 : 1);
+}
+
+/** `i`, or one less where it is the second half of a surrogate pair */
+function charStart(piece: string, i: number): number {
+  const c = piece.charCodeAt(i);
+  return c >= 0xdc00 && c <= 0xdfff && i > 0 && piece.charCodeAt(i - 1) >= 0xd800 && piece.charCodeAt(i - 1) <= 0xdbff ? i - 1 : i;
 }
 
 /** the characters GPT-2's pattern is searched in at a time from where a piece goes on (PieceCursor); tests set it small */
@@ -476,12 +707,10 @@ export const longMatchWindow = { chars: SCAN_CHARS };
 /** `end`, or one more where it would split a surrogate pair, at most the piece's length */
 function windowEnd(piece: string, end: number): number {
   if (end >= piece.length) return piece.length;
-  const c = piece.charCodeAt(end - 1);
-  return c >= 0xd800 && c <= 0xdbff ? end + 1 : end;
+  const c = piece.charCodeAt(end - 1), d = piece.charCodeAt(end);
+  // (a lone first half before a pair is a character of its own: "\ud800" then "\u{1d400}" is not split in the pair)
+  return c >= 0xd800 && c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff ? end + 1 : end;
 }
-
-const LETTER = /^\p{L}$/u;
-const NUMBER = /^\p{N}$/u;
 
 /**
  * GPT-2's pattern (the tokenizers library's ByteLevel one with JS \s, or tsllm's with
@@ -514,9 +743,9 @@ function longRunsOf(re: RegExp): LongRuns | undefined {
 
 /**
  * `re.exec(text)` from re.lastIndex, or one clear line where V8's backtracking stack runs out: a
- * single match of millions of characters (10M "中" with no space under deepseek-v3's letters; 3M
- * pass; GPT-2's, Llama 3's, Qwen2's patterns and ClassRuns are searched a window at a time) threw a bare "RangeError:
- * Maximum call stack size exceeded".
+ * single match of millions of characters (10M "中" with no space under a tokenizer.json's Split
+ * ` ?[\u4e00-\u9fa5]+`; 3M pass; llama.cpp's patterns are all searched a window at a time) threw
+ * a bare "RangeError: Maximum call stack size exceeded".
  */
 function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
   const from = re.lastIndex;
