@@ -448,7 +448,7 @@ test("schemas as zod 4 writes them (draft 7) and 2020-12 tuples compile, and the
     for (const t of texts) assert.equal(accepts(g, t), validate(JSON.parse(t)) as boolean, `${JSON.stringify(schema).slice(0, 80)} on ${t}`);
   }
   // what a grammar cannot say is still refused, naming the path
-  for (const [s, re] of [[{ type: "object", propertyNames: { pattern: "^a" } }, /#\/propertyNames: only \{"type": "string"\}/], [{ type: "string", pattern: "^ab$", minLength: 3 }, /#\/pattern: no string of at least 3 characters matches it/],
+  for (const [s, re] of [[{ type: "object", properties: { ab: {} }, propertyNames: { pattern: "^a" }, additionalProperties: true }, /#\/propertyNames: admits the property name "ab"/], [{ type: "string", pattern: "^ab$", minLength: 3 }, /#\/pattern: no string of at least 3 characters matches it/],
     [{ type: "integer", maximum: SAFE + 2 }, /#\/maximum: expected a number of at most/], [{ type: "array", items: [{ type: "string" }], additionalItems: false, minItems: 2 }, /#\/minItems: 2 items, but additionalItems is false after 1/]] as const) {
     assert.throws(() => jsonSchemaToGbnf(s as JsonSchema), re);
   }
@@ -623,7 +623,7 @@ test("a part of allOf with propertyNames other than a string type is refused nam
   const schema = { allOf: [{ type: "object", properties: { "é": { type: "null" } } }, { type: "object", properties: { b: { type: "null" } }, propertyNames: { pattern: "^[a-z]+$" } }] };
   // ajv: the key é breaks the second part's propertyNames, so the object the grammar wrote was invalid
   assert.equal(newAjv2020().validate(schema, { "é": null }), false);
-  assert.throws(() => jsonSchemaToGbnf(schema), /^GrammarError: #\/allOf\/1\/propertyNames: only \{"type": "string"\} is supported$/);
+  assert.throws(() => jsonSchemaToGbnf(schema), /^GrammarError: #\/allOf\/1\/propertyNames: only \{"type": "string"\} is supported in a part of allOf beside other object parts$/);
   agreesWithAjv({ allOf: [schema.allOf[0]!, { ...schema.allOf[1]!, propertyNames: { type: "string" } }] }, ['{"é":null}', '{"b":null}', '{"é":null,"b":null}', '{"é":1}']);
 });
 
@@ -1033,6 +1033,57 @@ test("patternProperties: keys of the patterns with values of their schema, a pro
     [{ type: "object", patternProperties: { "(": {} } }, /^GrammarError: #\/patternProperties\/\(: not a regular expression JavaScript's RegExp reads with the u flag/],
     [{ type: "object", patternProperties: { "^a(?=b)": {} } }, /^GrammarError: #\/patternProperties\/\^a\(\?=b\): regex "\^a\(\?=b\)", at 2: a lookahead/],
     [{ allOf: [{ type: "object", patternProperties: { "^a": {} } }, { type: "object", properties: { b: {} } }] }, /^GrammarError: #\/allOf\/0\/patternProperties: not supported in a part of allOf/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
+test("propertyNames: the names it refuses are not written, its finite names are optional properties of additionalProperties' schema, else other keys are its strings; exactly the objects ajv validates over every object of up to two keys (was refused unless {type: \"string\"})", () => {
+  const names = ["a", "b", "c", "ab", "abc", "A", "zz", "a1", ""];
+  const values = ["1", '"s"'];
+  // each schema with the order its grammar writes keys in (named ones first, in this order; the rest after)
+  const cases: [JsonSchema, string[]][] = [
+    // zod's z.record(z.string().regex(...), z.number())
+    [{ type: "object", propertyNames: { type: "string", pattern: "^[a-z]+$" }, additionalProperties: { type: "integer" } }, []],
+    [{ type: "object", propertyNames: { maxLength: 2 } }, []],
+    [{ type: "object", propertyNames: { enum: ["a", "b", "c"] }, additionalProperties: { type: "integer" } }, ["a", "b", "c"]],
+    [{ type: "object", properties: { a: { type: "string" }, zz: {} }, propertyNames: { enum: ["a", "b"] }, additionalProperties: { type: "integer" } }, ["a", "zz", "b"]],
+    [{ type: "object", properties: { A: {} }, propertyNames: { pattern: "^[a-z]" }, additionalProperties: true }, ["A"]],
+    [{ type: "object", propertyNames: false }, []],
+    [{ type: "object", propertyNames: { pattern: "^[a-z]+$" }, additionalProperties: { type: "integer" }, minProperties: 1, maxProperties: 2 }, []],
+    [{ type: "object", propertyNames: { const: "a" } }, ["a"]],
+    [{ type: "object", properties: { a: {}, b: { type: "integer" } }, required: ["a"], propertyNames: { minLength: 1 }, additionalProperties: false }, ["a", "b"]],
+  ];
+  const ajv = makeAjv();
+  for (const [schema, order] of cases) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = newAjv2020().compile(schema as object);
+    const rank = (k: string) => (order.includes(k) ? order.indexOf(k) : order.length);
+    let valid = 0;
+    for (const a of ["-", ...names]) {
+      for (const b of ["-", ...names]) {
+        if ((a === "-" && b !== "-") || (a !== "-" && a === b)) continue;
+        const keys = [a, b].filter((k) => k !== "-");
+        for (const va of values) {
+          for (const vb of keys.length === 2 ? values : [""]) {
+            const t = `{${keys.map((k, i) => `${JSON.stringify(k)}:${i === 0 ? va : vb}`).join(",")}}`;
+            const ok = validate(JSON.parse(t));
+            if (ok) valid++;
+            const written = keys.length < 2 || rank(keys[0]!) < rank(keys[1]!) || rank(keys[1]!) === order.length;
+            if (written) assert.equal(accepts(g, t), ok, `${JSON.stringify(schema)} ${t}`);
+            else assert.equal(accepts(g, t), false, `${JSON.stringify(schema)} ${t}: out of the grammar's order`);
+          }
+        }
+      }
+    }
+    assert.ok(valid > 0, JSON.stringify(schema));
+    const r = checkSchema(schema as object, new Rng(13), ajv, 30, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+  }
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "object", properties: { a: {} }, required: ["a"], propertyNames: { pattern: "^b" } }, /^GrammarError: #\/propertyNames: the required name "a" is not one it admits: no object has it$/],
+    [{ type: "object", properties: { ab: {} }, propertyNames: { pattern: "^a" }, additionalProperties: true }, /^GrammarError: #\/propertyNames: admits the property name "ab", which another key of its strings could repeat/],
+    [{ type: "object", patternProperties: { "^a": {} }, propertyNames: { maxLength: 3 } }, /^GrammarError: #\/propertyNames: not supported beside patternProperties$/],
+    [{ type: "object", propertyNames: 3 }, /^GrammarError: #\/propertyNames: expected a schema, got 3$/],
   ];
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });

@@ -229,12 +229,22 @@ export function jsonSchemaToGbnf(schema: JsonSchema, limits: JsonSchemaLimits = 
   return new Converter(schema, limits.maxRules ?? 5000, limits.maxDepth ?? 64).convert();
 }
 
-/** an object schema's propertyNames: keys are strings anyway, so only a string type (or any) says nothing more; others are refused */
-function checkPropertyNames(s: Record<string, unknown>, path: string): void {
+/**
+ * An object schema's propertyNames where it says more than that keys are strings (which they are
+ * anyway): false (no key) or the schema; undefined where it says nothing
+ */
+function propertyNamesOf(s: Record<string, unknown>, path: string): false | Record<string, unknown> | undefined {
   const names = s["propertyNames"];
-  if (names !== undefined && names !== true && !(typeof names === "object" && names !== null && Object.keys(names).every((k) => k === "type" ? (names as Record<string, unknown>)[k] === "string" : ["title", "description"].includes(k)))) {
-    throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported`);
-  }
+  if (names === undefined || names === true) return undefined;
+  if (names === false) return false;
+  if (!isMap(names)) throw new GrammarError(`${path}/propertyNames: expected a schema, got ${JSON.stringify(names)}`);
+  const n = names as Record<string, unknown>;
+  return Object.keys(n).every((k) => (k === "type" ? n[k] === "string" : !constrains({ [k]: n[k] }))) ? undefined : n;
+}
+
+/** a part of allOf's propertyNames: only where it says nothing more than strings (the merged object has none of its own) */
+function checkPropertyNames(s: Record<string, unknown>, path: string): void {
+  if (propertyNamesOf(s, path) !== undefined) throw new GrammarError(`${path}/propertyNames: only {"type": "string"} is supported in a part of allOf beside other object parts`);
 }
 
 /** keywords whose value is a schema, a list of schemas, or a map of names to schemas */
@@ -1212,7 +1222,7 @@ class Converter {
   }
 
   private object(s: Record<string, unknown>, name: string, path: string, depth: number): string {
-    checkPropertyNames(s, path);
+    const keyNames = propertyNamesOf(s, path);
     const written = (s["properties"] ?? {}) as Record<string, unknown>;
     if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
@@ -1238,6 +1248,31 @@ class Converter {
       props[r] = additional ?? true;
       keyAt.set(r, `${path}/additionalProperties`);
     }
+    // what other keys are: additionalProperties' (undefined or false: none)
+    let other = additional;
+    if (keyNames !== undefined) {
+      // the names propertyNames refuses may not be present; with finitely many names, each no
+      // property has is an optional property of additionalProperties' schema; else the other keys
+      // are its strings, which must then hold no property's name (it could be written twice)
+      if (patterns.length > 0) throw new GrammarError(`${path}/propertyNames: not supported beside patternProperties`);
+      const admitted = new Set(keyNames === false ? [] : this.admitted(keyNames, Object.keys(props), `${path}/propertyNames`, depth));
+      for (const k of Object.keys(props)) {
+        if (admitted.has(k)) continue;
+        if (required.has(k)) throw new GrammarError(`${path}/propertyNames: the required name "${k}" is not one it admits: no object has it`);
+        props[k] = false;
+      }
+      const finite = keyNames === false ? [] : this.finiteValues(keyNames, `${path}/propertyNames`, depth);
+      if (other !== undefined && other !== false && finite !== undefined) {
+        for (const k of finite) {
+          if (typeof k !== "string" || Object.hasOwn(props, k)) continue;
+          props[k] = other;
+          keyAt.set(k, `${path}/additionalProperties`);
+        }
+        other = false;
+      } else if (other !== undefined && other !== false && admitted.size > 0) {
+        throw new GrammarError(`${path}/propertyNames: admits the property name "${[...admitted][0]}", which another key of its strings could repeat (its value escaping the property's schema): not supported beside properties it admits, unless it is a finite set of names (enum, const)`);
+      }
+    }
     // a property whose schema is false may not be present: not written (nor taken as another key)
     for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
     const keys = Object.keys(props).filter((k) => props[k] !== false);
@@ -1246,9 +1281,12 @@ class Converter {
     // other keys: those of the patterns, or additionalProperties true or a schema
     // (a required key of the patterns' schema written again as a pattern's key is still valid, but not where keys are counted)
     const apart = s["minProperties"] === undefined ? named.filter((k) => !ofPatterns.includes(k)) : named;
-    const extra = patterns.length > 0 ? this.patternKv(patterns, apart, additional, name, path, depth) : additional === undefined || additional === false ? undefined : this.additionalKv(named, additional, name, path, depth);
-    if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, extra, additional, name, path);
-    if (named.length === 0 && patterns.length === 0) {
+    const extra = patterns.length > 0 ? this.patternKv(patterns, apart, additional, name, path, depth)
+      : other === undefined || other === false ? undefined
+      : keyNames !== undefined && keyNames !== false ? this.namesKv(keyNames, other, name, path, depth)
+      : this.additionalKv(named, other, name, path, depth);
+    if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, extra, other, name, path);
+    if (named.length === 0 && patterns.length === 0 && keyNames === undefined) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
       if (additional === false) return this.add(name, `"{" space "}" space`);
       if (additional === undefined || additional === true) {
@@ -1337,6 +1375,14 @@ class Converter {
       throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
     }
     return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /** `"key": value` for other keys of an object whose propertyNames says what they are: its strings, values of additionalProperties' schema */
+  private namesKv(keyNames: Record<string, unknown>, additional: unknown, name: string, path: string, depth: number): string {
+    const at = `${path}/propertyNames`;
+    const key = this.visit(allOfAt([[{ type: "string" }, at], [keyNames, at]]), `${name}-key`, at, depth + 1);
+    const value = additional === true ? this.anyValue() : this.visit(additional, `${name}-additional-value`, `${path}/additionalProperties`, depth + 1);
+    return this.add(`${name}-names-kv`, `${key} ":" space ${value}`);
   }
 
   /** an object schema's patternProperties: each pattern, as ajv compiles it (the u flag), its schema and schema path */
