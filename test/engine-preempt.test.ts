@@ -7,6 +7,7 @@ import type { RunningSequence } from "../src/engine/running-sequence.js";
 import { Scheduler } from "../src/engine/scheduler.js";
 import type { Strategy } from "../src/engine/strategy.js";
 import { loadModel, type GenerateOptions, type GenerationResult, type GenerationStep, type Model } from "../src/index.js";
+import { Rng } from "../src/testing/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 import { soloResults } from "./helpers/solo.js";
 
@@ -598,6 +599,67 @@ test("in the step a preempted beam search's beams share rows their parents' chun
   // the pass took what was planned: the 2 blocks for the search's forks and the watermark's are left
   assert.equal(pool.availableBlocks, 3);
   assert.equal(s.preemptions, 1);
+});
+
+test("the room a recomputing beam search or n choices promises is never less than its recompute takes in later steps: random forks, budgets and evictions", () => {
+  // the judge: the blocks the passes take after each step, counted on the pool; the promise is
+  // what admission leaves to the others (Scheduler.promised), so it must never fall short
+  let steps = 0;
+  for (let seed = 0; seed < 300; seed++) {
+    const rng = new Rng(seed);
+    const int = (lo: number, hi: number) => lo + Math.floor(rng.uniform() * (hi - lo + 1));
+    const pool = new KVBlockPool(1, 1, 4, 400, undefined, 16);
+    let maxBatchTokens = 512;
+    const limits = { get maxBatchTokens() { return maxBatchTokens; }, maxSequences: 8, contextSize: 512, cacheReplies: rng.uniform() < 0.5, admission: "preempt" as const };
+    const s = new Scheduler(pool, limits, () => new KVCache(1, 1, 4, 512, pool));
+    const width = int(1, 4);
+    const strategy = { width, recomputable: true, extraBlocks: () => 0 } as unknown as Strategy;
+    const prompt = Array.from({ length: int(2, 60) }, () => int(1, 5));
+    const params = { promptTokens: prompt, decoding: { kind: "beam", numBeams: width }, sampling: { seed: 0 }, maxTokens: 100, stop: [], stopTokens: [], ignoreEos: true, topLogprobs: undefined } as RequestParams;
+    const request = new EngineRequest(1, params, strategy);
+    const promised = () => (s as unknown as { promised(): number }).promised();
+    /** one step: the plan computed, as the runner does; what was promised after planning */
+    const step = (): number => {
+      const chunks = s.schedule().chunks;
+      const left = promised();
+      for (const chunk of chunks) {
+        chunk.sequence.cache.ensureRoom(chunk.tokens.length);
+        chunk.sequence.cache.length += chunk.tokens.length;
+        s.computed(chunk);
+        s.cacheFullBlocks(chunk.sequence);
+      }
+      return left;
+    };
+    s.waiting.push(request);
+    step();
+    request.markPrefilled();
+    // the search: tokens from a small alphabet (beams and choices alike in places), forks by copy (beams) or share (choices)
+    for (let t = int(1, 50); t > 0; t--) {
+      for (const seq of request.sequences) seq.tokens.push(int(1, 3));
+      if (request.sequences.length < width && rng.uniform() < 0.2) {
+        const parent = request.sequences[int(0, request.sequences.length - 1)]!;
+        s.fork(request, parent, [...parent.tokens.slice(0, -1), int(1, 3)], rng.uniform() < 0.5 ? "copy" : "share");
+      }
+      step();
+    }
+    for (let round = 0; round < 2; round++) {
+      for (const seq of request.sequences) seq.tokens.push(int(1, 3));
+      (s as unknown as { preempt(r: EngineRequest): void }).preempt(request);
+      // other requests evicted some of its cached blocks meanwhile
+      const taken: number[] = [];
+      for (let n = int(0, 10); pool.stats.evictions < n && pool.availableBlocks > 0;) taken.push(pool.take());
+      for (const b of taken) pool.release(b);
+      const after: { left: number; available: number }[] = [];
+      for (let k = 0; k === 0 || request.recomputing; k++) {
+        assert.ok(k < 200, `seed ${seed}: the recompute ends`);
+        maxBatchTokens = [2, 5, 16, 33, 512][int(0, 4)]!;
+        after.push({ left: step(), available: pool.availableBlocks });
+      }
+      for (const { left, available } of after) assert.ok(available - pool.availableBlocks <= left, `seed ${seed}: ${available - pool.availableBlocks} blocks taken after a step that promised ${left}`);
+      steps += after.length;
+    }
+  }
+  assert.ok(steps > 1000, `${steps} recompute steps`);
 });
 
 test("a preempted beam search's resumed beams each start on the cached blocks of their own tokens: with cacheReplies, a beam's replies past where it forks off the first are not computed again", () => {

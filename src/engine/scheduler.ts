@@ -74,8 +74,6 @@ export class Scheduler implements StrategyHost {
   private readonly registered = new Map<RunningSequence, { blocks: number; id: number }>();
   /** blocks this step's planned chunks of preemptible requests will take (the pass takes them), by sequence */
   private readonly planned = new Map<RunningSequence, number>();
-  /** where this step's planned chunks of preemptible requests end (their rows reserved or taken by the pass), by sequence */
-  private readonly plannedTo = new Map<RunningSequence, number>();
   /** blocks the strategies of this step's preemptible requests may take after the pass (Strategy.stepBlocks), by request */
   private readonly plannedSteps = new Map<EngineRequest, number>();
   /** preemptions so far (EngineStats.preemptions) */
@@ -105,7 +103,6 @@ export class Scheduler implements StrategyHost {
     let budget = this.limits.maxBatchTokens;
     let preempted = false;
     this.planned.clear();
-    this.plannedTo.clear();
     this.plannedSteps.clear();
     /**
      * Plans `k` tokens of the sequence: a preemptible request takes room for its new blocks first,
@@ -130,7 +127,6 @@ export class Scheduler implements StrategyHost {
           if (victim === request) return false;
         }
         this.planned.set(sequence, (this.planned.get(sequence) ?? 0) + rows);
-        this.plannedTo.set(sequence, sequence.cache.length + k);
         if (strategy > 0) this.plannedSteps.set(request, strategy);
       }
       chunks.push(chunkOf(request, sequence, k));
@@ -391,7 +387,6 @@ export class Scheduler implements StrategyHost {
       sequence.chunkedRows = 0;
       this.registered.delete(sequence);
       this.planned.delete(sequence);
-      this.plannedTo.delete(sequence);
     }
     this.plannedSteps.delete(request);
     // a prompt being scored is scored again from its start
@@ -467,17 +462,19 @@ export class Scheduler implements StrategyHost {
   }
 
   /**
-   * Blocks a preemptible request's prompt or recompute still takes, at most: its first sequence's
-   * tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a prefix lookup found,
-   * before it was admitted), and each sequence's tokens past where it forks (recomputeFork) from a
-   * fresh block (the first to extend may claim its parent's partial block instead), or past the
-   * cached blocks it starts on (`adopting`: found by its own lookup, before it was admitted). A
-   * first sequence whose chunk in this step runs past forkPoint (planned, or its rows reserved for
-   * a fork sharing them: share) has claimed the slots after it, so no fork takes them: it takes
-   * only what extends its rows to its end (before, the partial block at the fork point was counted
-   * twice: a block more promised than the recompute takes, which kept a request that fits from
-   * being admitted in that step). One whose chunk ends at forkPoint may still lose the slot after
-   * it to a fork sharing its rows there.
+   * Blocks a preemptible request's prompt or recompute still takes, at most: at its admission its
+   * first sequence's tokens up to forkPoint past its aligned blocks (`cachedBlocks`: those a
+   * prefix lookup found) and from forkPoint, and each other sequence's tokens past where it forks
+   * (recomputeFork) from a fresh block (the first to extend may claim its parent's partial block
+   * instead), or past the cached blocks it starts on (`adopting`: found by its own lookup).
+   *
+   * Once admitted, the first sequence takes only what extends its rows to its end: it is planned
+   * before the request's other sequences in every step (the pass reserving its rows first) and a
+   * fork shares its rows only where it has them, so no fork takes the slots after them, unless its
+   * chunk ended right where a fork shared them in the same step (the block is then shared, and
+   * blocksToExtend counts none of its slots). Before, its partial block at the fork point was
+   * counted twice (up to the fork, and from it): a block more promised than the recompute takes,
+   * which kept a request that fits from being admitted beside it.
    */
   private recomputeBlocks(request: EngineRequest, cachedBlocks?: number, adopting?: ReadonlyMap<RunningSequence, CachedPrefix>): number {
     const bs = this.pool.blockSize;
@@ -487,7 +484,7 @@ export class Scheduler implements StrategyHost {
     let sum = 0;
     for (const seq of request.sequences) {
       if (seq === root && seq.cache.length < forkAt) {
-        sum += (this.plannedTo.get(seq) ?? 0) > forkAt ? seq.cache.blocksToExtend(seq.pending) : Math.ceil(forkAt / bs) - (cachedBlocks ?? seq.cache.blockCount) + Math.ceil((seq.tokens.length - forkAt) / bs);
+        sum += cachedBlocks === undefined ? seq.cache.blocksToExtend(seq.pending) : Math.ceil(forkAt / bs) - cachedBlocks + Math.ceil((seq.tokens.length - forkAt) / bs);
       }
       else if (!seq.recomputing) continue;
       else if (seq.cache.length === 0) {
