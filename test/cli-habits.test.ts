@@ -102,6 +102,21 @@ test("tokenize takes llama-tokenize's --stdin, --ids ([1, 2, 3]) and --show-coun
   }
 });
 
+test("bench -n 0 (llama-bench's -n 0 skips its tg test) measures prefill only: decode is -, null in --json, not 0 tok/s or a crash", { skip }, () => {
+  const table = tsllm(["bench", "-m", sharedFile(MODEL)!, "-p", "8", "-n", "0", "-r", "1", "--backend", "reference"]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.match(table.stdout, /^decode \(tok\/s\) +-$/m);
+  assert.match(table.stdout, /^prefill \(tok\/s\) +[\d.]+$/m);
+  assert.match(table.stderr, /^ {2}run 1 tsllm: load \d+ ms, prefill [\d.]+ tok\/s, decode -, RSS \d+ MiB$/m);
+  const json = tsllm(["bench", "-m", sharedFile(MODEL)!, "-p", "8", "-n", "0", "-r", "1", "--backend", "reference", "--json"]);
+  assert.equal(json.code, 0, json.stderr);
+  const report = JSON.parse(json.stdout) as { genTokens: number; tsllm: { medians: Record<string, number | null>; samples: Record<string, number | null>[] } };
+  assert.equal(report.genTokens, 0);
+  assert.equal(report.tsllm.medians.decodeTokensPerSecond, null);
+  assert.equal(report.tsllm.samples[0]!.decodeTokensPerSecond, null);
+  assert.ok(report.tsllm.medians.prefillTokensPerSecond! > 0);
+});
+
 test("generate --grammar takes the grammar's text as llama.cpp's --grammar does, or a file; --grammar-file (llama.cpp's file option) is --grammar; an empty one is one line", { skip }, () => {
   // llama.cpp's common/arg.cpp: --grammar GRAMMAR is the BNF text, --grammar-file FNAME reads a file;
   // "root ::= ..." was "--grammar root ::= ...: no such file"

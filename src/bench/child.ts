@@ -54,7 +54,8 @@ export function runWorker(job: WorkerJob | ParallelWorkerJob, timeoutMs = DEFAUL
         reject(new Error(`${job.engine} bench worker on ${job.modelPath} ${why}${tail ? `: ${tail}` : " and printed no result"}`));
         return;
       }
-      resolve(JSON.parse(line.slice(RESULT_PREFIX.length)) as EngineSample | ParallelSample);
+      // a rate not measured (NaN: no decode steps) crosses the pipe as JSON's null: a number again here
+      resolve(JSON.parse(line.slice(RESULT_PREFIX.length), (_key, v: unknown) => (v === null ? NaN : v)) as EngineSample | ParallelSample);
     });
   });
 }

@@ -34,10 +34,13 @@ export function ratios<M extends string>(a: Readonly<Record<M, number>>, b: Read
   return out;
 }
 
-/** the sample fields derived from raw times */
+/**
+ * The sample fields derived from raw times. No decode steps (`--gen-tokens 0`, llama-bench's
+ * -n 0, which skips its tg test) measure no rate: NaN (shown "-", null in JSON), not 0 tok/s.
+ */
 export function rates(promptTokens: number, prefillMs: number, genTokens: number, decodeMs: number): { prefillTokensPerSecond: number; decodeTokensPerSecond: number } {
   return {
     prefillTokensPerSecond: prefillMs > 0 ? (promptTokens * 1000) / prefillMs : 0,
-    decodeTokensPerSecond: decodeMs > 0 ? (genTokens * 1000) / decodeMs : 0,
+    decodeTokensPerSecond: genTokens === 0 ? NaN : decodeMs > 0 ? (genTokens * 1000) / decodeMs : 0,
   };
 }

@@ -16,7 +16,8 @@ Options:
   --model FILE          GGUF model file (required)
   --threads N           compute threads (default -1; 0 or less: all cores)
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
-  --gen-tokens N        decode steps (default 128)
+  --gen-tokens N        decode steps (default 128; 0: prefill only, decode shown as -, null in --json,
+                        as llama-bench -n 0 skips its tg test)
   --repetitions N       runs per engine (default 3)
   --backend NAME        tsllm backend: wasm (default), reference or webgpu
   --cache-type-k T      KV cache type of keys for both engines: f32, f16, q8_0, q4_0 (default: each
@@ -64,7 +65,7 @@ export async function runBench(argv: string[]): Promise<void> {
     llamaCppGpu: llamaCppGpuOption(values),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
     onSample: json ? undefined : (engine, r, s) =>
-      process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${s.decodeTokensPerSecond.toFixed(1)} tok/s, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`),
+      process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${Number.isNaN(s.decodeTokensPerSecond) ? "-" : `${s.decodeTokensPerSecond.toFixed(1)} tok/s`}, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`),
   });
   process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
 }
