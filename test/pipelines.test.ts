@@ -54,6 +54,55 @@ describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
   });
 });
 
+/*
+ * transformers' Pipeline.__init__ orders a generation's settings: the options given, then the model's
+ * generation_config.json, then the pipeline's own max_new_tokens=256. tsllm's pipeline read no file:
+ * a folder shipping do_sample, repetition_penalty or max_new_tokens generated greedily, 256 tokens.
+ */
+test("text-generation takes the folder's generation_config.json under the options given (do_sample, temperature, top_k, repetition_penalty, max_new_tokens), as transformers' pipeline", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-config-"));
+  const plainFolder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const own = JSON.parse(readFileSync(join(plainFolder, "generation_config.json"), "utf8"));
+  const opened: TextGenerationPipeline[] = [];
+  const open = async (name: string, config?: object) => {
+    let folder = plainFolder;
+    if (config) {
+      folder = join(dir, name);
+      mkdirSync(folder);
+      for (const f of readdirSync(plainFolder)) copyFileSync(join(plainFolder, f), join(folder, f));
+      writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, ...config }));
+    }
+    const gen = await pipeline("text-generation", folder, { threads: 1 });
+    opened.push(gen);
+    return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
+  };
+  try {
+    const plain = await open("plain");
+    const greedy8 = await plain({ maxNewTokens: 8 });
+    // max_new_tokens: the reply's length unless the call gives one
+    const short = await open("short", { max_new_tokens: 7 });
+    assert.equal(await short({}), await plain({ maxNewTokens: 7 }));
+    assert.equal(await short({ maxNewTokens: 3 }), await plain({ maxNewTokens: 3 }));
+    // do_sample with the file's temperature and top_k; a call's doSample: false is greedy
+    const sample = await open("sample", { do_sample: true, temperature: 0.8, top_k: 20, max_new_tokens: 8 });
+    const sampled = await sample({ seed: 3 });
+    assert.equal(sampled, await plain({ doSample: true, temperature: 0.8, topK: 20, maxNewTokens: 8, seed: 3 }));
+    assert.notEqual(sampled, greedy8, "the sampled reply differs from the greedy one");
+    assert.equal(await sample({ doSample: false }), greedy8);
+    assert.equal(await sample({ seed: 3, temperature: 1.5 }), await plain({ doSample: true, temperature: 1.5, topK: 20, maxNewTokens: 8, seed: 3 }));
+    // repetition_penalty
+    const penalty = await open("penalty", { repetition_penalty: 1.8, max_new_tokens: 8 });
+    const penalized = await penalty({});
+    assert.equal(penalized, await plain({ repetitionPenalty: 1.8, maxNewTokens: 8 }));
+    // a temperature without do_sample: greedy, as transformers (it warns the temperature is unused)
+    const unused = await open("unused", { temperature: 0.7, max_new_tokens: 8 });
+    assert.equal(await unused({}), greedy8);
+  } finally {
+    for (const g of opened) g.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
   const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
   try {

@@ -34,7 +34,8 @@ Options:
                                 words ('["New York", "is", "big"]'), so a word may hold the delimiter; the spans
                                 index the words joined by --delimiter
   --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
-  --max-new-tokens N            text-generation: new tokens at most (default 256)
+  --max-new-tokens N            text-generation: new tokens at most (default: the model folder's
+                                generation_config.json max_new_tokens, else 256)
   --max-length N                text-generation: tokens in all, the prompt's included; token-classification:
                                 tokens the model reads at once, special tokens included (default the model's)
   --memory-margin SIZE          text-generation: free memory the default KV pool leaves unused, e.g. 512M, 0

@@ -265,6 +265,8 @@ export interface GenerationDefaults {
 export interface HFGenerationConfig {
   /** only what the file sets, plus HF's defaults where do_sample implies them */
   readonly defaults: GenerationDefaults;
+  /** do_sample as the file sets it (transformers' default when left out: false); the text-generation pipeline samples by it */
+  readonly doSample?: boolean;
   readonly bosTokenId?: number;
   readonly eosTokenIds: readonly number[];
 }
@@ -288,5 +290,5 @@ export function readGenerationConfig(folder: string): HFGenerationConfig {
   }
   if (f.has("repetition_penalty")) defaults.repeatPenalty = f.num("repetition_penalty", 1, Number.MIN_VALUE, 100);
   if (f.has("max_new_tokens")) defaults.maxTokens = f.int("max_new_tokens", 1 << 30);
-  return { defaults, bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
+  return { defaults, ...(doSample === undefined ? {} : { doSample }), bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
 }

@@ -1,6 +1,6 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { isEncoderModel, loadsAsEncoder, transformerFolder } from "../formats/index.js";
+import { isEncoderModel, loadsAsEncoder, readGenerationConfig, transformerFolder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embeddingTokensAsync, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
@@ -166,7 +166,10 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
     checkGenerator(path);
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
-      return attach(textGeneration(m, calls, warn), { task, path, model: m, ...disposer(() => m.dispose()) });
+      // the folder's generation_config.json under the options given, as transformers' pipeline (a GGUF has none)
+      const doSample = statSync(path).isDirectory() ? readGenerationConfig(path).doSample : undefined;
+      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }) };
+      return attach(textGeneration(m, calls, warn, shipped), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {
       m.dispose();
       throw e;

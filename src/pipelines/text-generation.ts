@@ -1,19 +1,22 @@
 import type { ChatMessage, ChatMessageInput } from "../chat/index.js";
+import type { GenerationDefaults } from "../formats/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
 import { OptionError } from "../units/index.js";
 import { inputError, isObject, knownOptions, withDefaults } from "./inputs.js";
 
 export interface TextGenerationOptions {
-  /** new tokens at most (transformers 5's pipeline default: 256) */
+  /** new tokens at most (default: the model's generation_config.json max_new_tokens, else transformers 5's pipeline default, 256) */
   readonly maxNewTokens?: number;
   /** tokens in all, the prompt's included, as generate(max_length=...) counts them; maxNewTokens wins when both are given */
   readonly maxLength?: number;
-  /** sample instead of greedy decoding (default false, transformers' default) */
+  /** sample instead of greedy decoding (default: the model's generation_config.json do_sample, else false, as transformers) */
   readonly doSample?: boolean;
+  /** sampling's temperature, top-k, top-p (default: the model's generation_config.json values, else 1, 50, 1) */
   readonly temperature?: number;
   readonly topK?: number;
   readonly topP?: number;
+  /** default: the model's generation_config.json repetition_penalty, else 1 */
   readonly repetitionPenalty?: number;
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
@@ -26,6 +29,16 @@ export interface TextGenerationOptions {
 export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "seed", "returnFullText", "chatTemplate"];
 
 const DEFAULT_MAX_NEW_TOKENS = 256;
+
+/**
+ * What the model's generation_config.json sets (its sampling values read as Model's generation
+ * defaults, and do_sample as written): below the pipeline's and a call's options, above the
+ * pipeline's own defaults, as transformers' Pipeline.__init__ orders them (kwargs, then the model's
+ * generation config, then the pipeline's _default_generation_config: max_new_tokens=256)
+ */
+export interface ShippedGeneration extends GenerationDefaults {
+  readonly doSample?: boolean;
+}
 
 /** the token budgets checked, before any work */
 function checkBudgets(o: TextGenerationOptions): void {
@@ -43,9 +56,10 @@ function startTokenOf(model: Model): number {
 }
 
 /** which option set a generation's length, as a warning names it (the command line's flag beside it) */
-function budgetName(o: TextGenerationOptions): string {
+function budgetName(o: TextGenerationOptions, shipped: ShippedGeneration): string {
   if (o.maxNewTokens !== undefined) return "maxNewTokens, --max-new-tokens";
   if (o.maxLength !== undefined) return "maxLength, --max-length";
+  if (shipped.maxTokens !== undefined) return `the model's generation_config.json max_new_tokens, ${shipped.maxTokens}`;
   return `the default ${DEFAULT_MAX_NEW_TOKENS} new tokens`;
 }
 
@@ -57,28 +71,30 @@ function budgetName(o: TextGenerationOptions): string {
  * own options over them. `warn`: where a generation asking for more tokens than the context holds
  * is told, one line per input, before it runs.
  */
-export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void) {
+export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void, shipped: ShippedGeneration = {}) {
   checkBudgets(defaults);
   const budget = (promptTokens: number, o: TextGenerationOptions): number => {
     if (o.maxNewTokens !== undefined) return o.maxNewTokens;
     if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
-    return DEFAULT_MAX_NEW_TOKENS;
+    return shipped.maxTokens ?? DEFAULT_MAX_NEW_TOKENS;
   };
+  // a do_sample: false file is read as temperature 0 (greedy) by Model's defaults: its temperature is not one to sample with
+  const shippedTemperature = shipped.doSample === false ? undefined : shipped.temperature;
   // the answer has no finish reason, and the generation stops at the end of the context at the latest:
   // transformers warns there (MaxLengthCriteria's "friendly reminder" once past max_position_embeddings;
   // GPT-2's model then fails), so the caller is told when a generation asks for more
   const checkRoom = (promptTokens: number, maxTokens: number, o: TextGenerationOptions, label: string): void => {
     const total = promptTokens + maxTokens;
     if (maxTokens > 0 && total > model.contextSize) {
-      warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${budgetName(o)}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
+      warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${budgetName(o, shipped)}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
     }
   };
   const generateOptions = (maxTokens: number, o: TextGenerationOptions): GenerateOptions => ({
     maxTokens,
-    ...(o.doSample
-      ? { temperature: o.temperature ?? 1, topK: o.topK ?? 50, topP: o.topP ?? 1, minP: 0, seed: o.seed }
+    ...((o.doSample ?? shipped.doSample ?? false)
+      ? { temperature: o.temperature ?? shippedTemperature ?? 1, topK: o.topK ?? shipped.topK ?? 50, topP: o.topP ?? shipped.topP ?? 1, minP: shipped.minP ?? 0, seed: o.seed }
       : { temperature: 0 }),
-    repeatPenalty: o.repetitionPenalty ?? 1,
+    repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
   });
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the
