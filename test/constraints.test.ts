@@ -1088,6 +1088,52 @@ test("propertyNames: the names it refuses are not written, its finite names are 
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
+test("contains / minContains: at least that many elements match, anywhere, exactly as ajv validates every array of up to 4 elements from 5 values; a maxContains below maxItems and contains beside a tuple are refused naming them (all were refused as unknown keywords)", () => {
+  const values = ["1", "5", '"a"', "7", '"b"'];
+  const arrays: string[] = ["[]"];
+  for (let n = 1, layer = [[] as string[]]; n <= 4; n++) {
+    layer = layer.flatMap((a) => values.map((v) => [...a, v]));
+    arrays.push(...layer.map((a) => `[${a.join(",")}]`));
+  }
+  const schemas: JsonSchema[] = [
+    { type: "array", items: { type: "integer" }, contains: { minimum: 5 } },
+    { type: "array", contains: { const: "a" }, minContains: 2, maxItems: 3 },
+    { type: "array", contains: { type: "string" }, minItems: 2 },
+    { type: "array", items: { type: ["integer", "string"] }, contains: { const: 5 }, minContains: 2 },
+    { type: "array", contains: { type: "integer" }, maxContains: 4, maxItems: 4 },
+    { type: "array", contains: { const: 1 }, minContains: 0 },
+    { contains: { const: "b" }, maxItems: 2 },
+    { type: "array", contains: { const: "a" }, minContains: 3, minItems: 4, maxItems: 4 },
+    { type: "array", items: { enum: [1, 5, 7, "a"] }, contains: { type: "string" }, minItems: 1 },
+  ];
+  const ajv = makeAjv();
+  for (const schema of schemas) {
+    const g = parseGbnf(jsonSchemaToGbnf(schema));
+    const validate = newAjv2020().compile(schema as object);
+    let valid = 0;
+    for (const t of arrays) {
+      const ok = validate(JSON.parse(t));
+      if (ok) valid++;
+      assert.equal(accepts(g, t), ok, `${JSON.stringify(schema)} ${t}`);
+    }
+    assert.ok(valid > 0, JSON.stringify(schema));
+    const r = checkSchema(schema as object, new Rng(17), ajv, 30, 30);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+  }
+  // a long array: the loop past minItems is a repetition, not a rule per element
+  const long = parseGbnf(jsonSchemaToGbnf({ type: "array", items: { type: "integer" }, contains: { minimum: 5 } }));
+  assert.equal(accepts(long, `[${"1,".repeat(3000)}5]`), true);
+  assert.equal(accepts(long, `[${"1,".repeat(3000)}1]`), false);
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "array", contains: { const: "a" }, maxContains: 1 }, /^GrammarError: #\/maxContains: not supported \(below maxItems it needs elements the contains schema does not match/],
+    [{ type: "array", prefixItems: [{ type: "string" }], contains: { const: "a" } }, /^GrammarError: #\/contains: not supported beside a tuple \(prefixItems, or items as a list\) or uniqueItems$/],
+    [{ type: "array", contains: { const: "a" }, minContains: 3, maxItems: 2 }, /^GrammarError: #\/minContains: 3 matching elements, but maxItems is 2: no array has them$/],
+    [{ type: "array", contains: { const: "a" }, minContains: 2, maxContains: 1 }, /^GrammarError: #\/maxContains: 1 is below minContains 2$/],
+    [{ type: "array", contains: { const: "a" }, minContains: -1 }, /^GrammarError: #\/minContains: expected an integer from 0 to 10000, got -1$/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -102,7 +102,7 @@ const KNOWN_KEYS = new Set([
 const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
-  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"]],
+  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]],
   ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties"]],
 ];
 
@@ -1050,6 +1050,10 @@ class Converter {
     }
     const unique = s["uniqueItems"];
     if (unique !== undefined && typeof unique !== "boolean") throw new GrammarError(`${path}/uniqueItems: expected a boolean, got ${JSON.stringify(unique)}`);
+    if (s["contains"] !== undefined) {
+      const made = this.containing(s, min, max, tupleKey !== undefined || unique === true, name, path, depth);
+      if (made !== undefined) return made;
+    }
     // (at most one element is always distinct: a plain list)
     if (unique === true && (max === undefined || max > 1)) return this.uniqueList(s, min, max, name, path, depth);
     // tuples: prefixItems (then items for the rest), or (draft 7) items as a list (then additionalItems)
@@ -1057,6 +1061,69 @@ class Converter {
     if (Array.isArray(s["items"])) return this.tuple(s["items"], "items", s["additionalItems"], "additionalItems", min, max, name, path, depth);
     const item = s["items"] === undefined ? this.anyValue() : this.visit(s["items"], `${name}-item`, `${path}/items`, depth + 1);
     return this.list(item, min, max, name);
+  }
+
+  /**
+   * contains (with minContains, default 1): at least that many elements of the items' schema and
+   * the contains schema, among minItems to maxItems elements of the items' schema, anywhere: a rule
+   * per count of elements written and of those written as matches (each capped where more says
+   * nothing new). An element written as a plain one may match too, which only adds matches, so
+   * with no maxContains this is exact; a maxContains below maxItems would need elements that do not
+   * match (the contains schema's complement), refused, as is contains beside a tuple or
+   * uniqueItems. Undefined where contains says nothing (minContains 0, no maxContains).
+   */
+  private containing(s: Record<string, unknown>, min: number, max: number | undefined, besideTupleOrUnique: boolean, name: string, path: string, depth: number): string | undefined {
+    const count = (k: string): number | undefined => {
+      const v = s[k];
+      if (v === undefined) return undefined;
+      if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
+      return v as number;
+    };
+    const least = count("minContains") ?? 1, most = count("maxContains");
+    if (most !== undefined && most < least) throw new GrammarError(`${path}/maxContains: ${most} is below minContains ${least}`);
+    if (most !== undefined && (max === undefined || most < max)) throw new GrammarError(`${path}/maxContains: not supported (below maxItems it needs elements the contains schema does not match, its complement, which a grammar here does not write)`);
+    if (least === 0) return undefined;
+    if (besideTupleOrUnique) throw new GrammarError(`${path}/contains: not supported beside a tuple (prefixItems, or items as a list) or uniqueItems`);
+    if (max !== undefined && least > max) throw new GrammarError(`${path}/minContains: ${least} matching elements, but maxItems is ${max}: no array has them`);
+    const at = `${path}/contains`;
+    const items = s["items"];
+    const plain = items === undefined ? this.anyValue() : this.visit(items, `${name}-item`, `${path}/items`, depth + 1);
+    const match = this.visit(items === undefined ? s["contains"] : allOfAt([[items, `${path}/items`], [s["contains"], at]]), `${name}-match`, at, depth + 1);
+    const cap = max ?? Math.max(min, least);
+    const made = new Map<number, string>();
+    // the rest of the array after n elements (n capped at cap), c of them matches (capped at least)
+    const rest = (n: number, c: number): string => {
+      const id = n * (least + 1) + c;
+      const known = made.get(id);
+      if (known !== undefined) return known;
+      const alts: string[] = [];
+      // (n > 0 here: every match is written)
+      const plainMore = (from: number) => {
+        const lo = Math.max(0, min - from);
+        return max === from ? '""' : max === undefined && lo === 0 ? `("," space ${plain})*` : `("," space ${plain}){${lo},${max === undefined ? "" : max - from}}`;
+      };
+      if (c >= least || (max === undefined && n === cap)) {
+        // every match written: plain elements up to the bounds; or past minItems with no maxItems:
+        // plain elements repeated, then the next match (a loop, not a rule per element)
+        const rule = this.add(`${name}-c${n}-${c}`, c >= least ? plainMore(n) : `("," space ${plain})* "," space ${match} ${rest(n, c + 1)}`);
+        made.set(id, rule);
+        return rule;
+      }
+      if (n >= min && c >= least) alts.push('""');
+      if (max === undefined || n < max) {
+        const sep = n > 0 ? `"," space ` : "";
+        const next = Math.min(n + 1, cap);
+        // (a plain element only where the slots left still hold the matches needed)
+        if (max === undefined || max - n - 1 >= least - c) alts.push(`${sep}${plain} ${rest(next, c)}`);
+        alts.push(`${sep}${match} ${rest(next, Math.min(c + 1, least))}`);
+      }
+      const rule = this.add(`${name}-c${n}-${c}`, alts.join(" | "));
+      made.set(id, rule);
+      return rule;
+    };
+    const body = rest(0, 0);
+    this.space();
+    return this.add(name, `"[" space ${body} "]" space`);
   }
 
   /**
