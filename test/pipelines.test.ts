@@ -59,7 +59,7 @@ describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
  * generation_config.json, then the pipeline's own max_new_tokens=256. tsllm's pipeline read no file:
  * a folder shipping do_sample, repetition_penalty or max_new_tokens generated greedily, 256 tokens.
  */
-test("text-generation takes the folder's generation_config.json under the options given (do_sample, temperature, top_k, repetition_penalty, max_new_tokens), as transformers' pipeline", { skip }, async () => {
+test("text-generation takes the folder's generation_config.json under the options given (do_sample, temperature, top_k, repetition_penalty, max_new_tokens, max_length), as transformers' pipeline", { skip }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-config-"));
   const plainFolder = `${SHARED}/hf-oracle/gpt2-tiny`;
   const own = JSON.parse(readFileSync(join(plainFolder, "generation_config.json"), "utf8"));
@@ -97,6 +97,11 @@ test("text-generation takes the folder's generation_config.json under the option
     // a temperature without do_sample: greedy, as transformers (it warns the temperature is unused)
     const unused = await open("unused", { temperature: 0.7, max_new_tokens: 8 });
     assert.equal(await unused({}), greedy8);
+    // max_length (the prompt's tokens included) without max_new_tokens; 20, GenerationConfig's default, keeps the pipeline's 256
+    const length = await open("length", { max_length: 12 });
+    assert.equal(await length({}), await plain({ maxLength: 12 }));
+    assert.equal(await (await open("both", { max_length: 12, max_new_tokens: 5 }))({}), await plain({ maxNewTokens: 5 }));
+    assert.equal(await (await open("twenty", { max_length: 20 }))({}), await plain({}));
   } finally {
     for (const g of opened) g.dispose();
     rmSync(dir, { recursive: true, force: true });

@@ -267,6 +267,8 @@ export interface HFGenerationConfig {
   readonly defaults: GenerationDefaults;
   /** do_sample as the file sets it (transformers' default when left out: false); the text-generation pipeline samples by it */
   readonly doSample?: boolean;
+  /** max_length as the file sets it (tokens in all, the prompt's included); the text-generation pipeline's limit without max_new_tokens */
+  readonly maxLength?: number;
   readonly bosTokenId?: number;
   readonly eosTokenIds: readonly number[];
 }
@@ -290,5 +292,6 @@ export function readGenerationConfig(folder: string): HFGenerationConfig {
   }
   if (f.has("repetition_penalty")) defaults.repeatPenalty = f.num("repetition_penalty", 1, Number.MIN_VALUE, 100);
   if (f.has("max_new_tokens")) defaults.maxTokens = f.int("max_new_tokens", 1 << 30);
-  return { defaults, ...(doSample === undefined ? {} : { doSample }), bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
+  const maxLength = f.has("max_length") ? f.int("max_length", 1 << 30) : undefined;
+  return { defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
 }

@@ -167,8 +167,8 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
       // the folder's generation_config.json under the options given, as transformers' pipeline (a GGUF has none)
-      const doSample = statSync(path).isDirectory() ? readGenerationConfig(path).doSample : undefined;
-      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }) };
+      const { doSample, maxLength } = statSync(path).isDirectory() ? readGenerationConfig(path) : {};
+      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }) };
       return attach(textGeneration(m, calls, warn, shipped), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {
       m.dispose();

@@ -38,7 +38,12 @@ const DEFAULT_MAX_NEW_TOKENS = 256;
  */
 export interface ShippedGeneration extends GenerationDefaults {
   readonly doSample?: boolean;
+  /** max_length: tokens in all, the prompt's included; used without a max_new_tokens when other than transformers' default 20 */
+  readonly maxLength?: number;
 }
+
+/** transformers' GenerationConfig default max_length: its pipeline keeps its own 256 new tokens over it */
+const DEFAULT_MAX_LENGTH = 20;
 
 /** the token budgets checked, before any work */
 function checkBudgets(o: TextGenerationOptions): void {
@@ -55,11 +60,20 @@ function startTokenOf(model: Model): number {
   return bos;
 }
 
+/**
+ * the file's max_length where it limits a generation: without max_new_tokens, when other than 20
+ * (transformers' pipeline drops its default 256 new tokens for such a max_length)
+ */
+function shippedLength(shipped: ShippedGeneration): number | undefined {
+  return shipped.maxTokens === undefined && shipped.maxLength !== undefined && shipped.maxLength !== DEFAULT_MAX_LENGTH ? shipped.maxLength : undefined;
+}
+
 /** which option set a generation's length, as a warning names it (the command line's flag beside it) */
 function budgetName(o: TextGenerationOptions, shipped: ShippedGeneration): string {
   if (o.maxNewTokens !== undefined) return "maxNewTokens, --max-new-tokens";
   if (o.maxLength !== undefined) return "maxLength, --max-length";
   if (shipped.maxTokens !== undefined) return `the model's generation_config.json max_new_tokens, ${shipped.maxTokens}`;
+  if (shippedLength(shipped) !== undefined) return `the model's generation_config.json max_length, ${shipped.maxLength}`;
   return `the default ${DEFAULT_MAX_NEW_TOKENS} new tokens`;
 }
 
@@ -76,7 +90,9 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
   const budget = (promptTokens: number, o: TextGenerationOptions): number => {
     if (o.maxNewTokens !== undefined) return o.maxNewTokens;
     if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
-    return shipped.maxTokens ?? DEFAULT_MAX_NEW_TOKENS;
+    if (shipped.maxTokens !== undefined) return shipped.maxTokens;
+    const length = shippedLength(shipped);
+    return length === undefined ? DEFAULT_MAX_NEW_TOKENS : Math.max(0, length - promptTokens);
   };
   // a do_sample: false file is read as temperature 0 (greedy) by Model's defaults: its temperature is not one to sample with
   const shippedTemperature = shipped.doSample === false ? undefined : shipped.temperature;
