@@ -117,6 +117,24 @@ test("bench -n 0 (llama-bench's -n 0 skips its tg test) measures prefill only: d
   assert.ok(report.tsllm.medians.prefillTokensPerSecond! > 0);
 });
 
+test("embed -f FILE / --file - (llama-embedding's -f): one text a line, a BOM and the final line break dropped, CRLF lines too; with --input too, or neither, one line", { skip }, () => {
+  const texts = ["Once upon a time", "", "there was a dog"];
+  const given = tsllm(["embed", "-m", sharedFile(MODEL)!, ...texts.flatMap((t) => ["--input", t]), "--json", "--threads", "1"]);
+  assert.equal(given.code, 0, given.stderr);
+  const expected = JSON.parse(given.stdout) as number[][];
+  assert.equal(expected.length, 3);
+  const file = join(dir, "embed-lines.txt");
+  writeFileSync(file, "\uFEFF" + texts.join("\r\n") + "\r\n");
+  const fromFile = tsllm(["embed", "-m", sharedFile(MODEL)!, "-f", file, "--json", "--threads", "1"]);
+  assert.equal(fromFile.code, 0, fromFile.stderr);
+  assert.deepEqual(JSON.parse(fromFile.stdout), expected);
+  const fromStdin = tsllm(["embed", "-m", sharedFile(MODEL)!, "--file", "-", "--json", "--threads", "1"], texts.join("\n") + "\n");
+  assert.equal(fromStdin.code, 0, fromStdin.stderr);
+  assert.deepEqual(JSON.parse(fromStdin.stdout), expected);
+  assert.deepEqual(tsllm(["embed", "-m", "x.gguf", "--input", "a", "--file", file]), { code: 2, stdout: "", stderr: "tsllm: error: --input and --file both give the texts; give one\n" });
+  assert.deepEqual(tsllm(["embed", "-m", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --input is required (or --file FILE, one text a line; --file - reads stdin)\n" });
+});
+
 test("generate --grammar takes the grammar's text as llama.cpp's --grammar does, or a file; --grammar-file (llama.cpp's file option) is --grammar; an empty one is one line", { skip }, () => {
   // llama.cpp's common/arg.cpp: --grammar GRAMMAR is the BNF text, --grammar-file FNAME reads a file;
   // "root ::= ..." was "--grammar root ::= ...: no such file"

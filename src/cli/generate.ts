@@ -11,7 +11,7 @@ import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kern
 import { refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
-import { modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
+import { fileText, modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -137,16 +137,6 @@ const CONSTRAINT_ARGS: OptionSpec = {
 export const GENERATE_OPTIONS: OptionSpec = { ...GENERATE_ARGS, file: { type: "string" }, ...SEARCH_ARGS, ...CONSTRAINT_ARGS };
 
 /**
- * A prompt read from a file or a pipe: a leading BOM is an encoding mark, not text, and the one line
- * break that ends a file (echo's, an editor's) is dropped as llama.cpp's -f drops it, so
- * `echo Once | tsllm generate` and `--prompt Once` tokenize the same. A CRLF ending goes whole;
- * line breaks inside stay as written.
- */
-function promptFromText(text: string): string {
-  return text.replace(/^\uFEFF/, "").replace(/\r?\n$/, "");
-}
-
-/**
  * --prompt, --file, or stdin when it is not a terminal: exactly one of them, with the words that
  * name where it came from (a refusal of the prompt names what the user gave, not --prompt)
  */
@@ -159,13 +149,13 @@ async function promptFrom(values: ParsedValues): Promise<{ text: string; source:
   if (file !== undefined) {
     const text = await readTextInput(file, "--file");
     if (file === "-" && text === "") throw new UsageError("no prompt: --file - read an empty stdin (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-    return { text: promptFromText(text), source: `--file ${file}` };
+    return { text: fileText(text), source: `--file ${file}` };
   }
   if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
   const text = await readStdinText("the prompt on stdin");
   // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
   if (text === "") throw new UsageError("no prompt: stdin was empty (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-  return { text: promptFromText(text), source: "the prompt on stdin" };
+  return { text: fileText(text), source: "the prompt on stdin" };
 }
 
 /** --grammar FILE|GBNF, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */

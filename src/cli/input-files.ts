@@ -159,6 +159,16 @@ export async function readTextInput(path: string, flag: string): Promise<string>
 }
 
 /**
+ * A prompt or text read from a file or a pipe as llama.cpp's -f reads it: a leading BOM is an
+ * encoding mark, not text, and the one line break that ends a file (echo's, an editor's) is
+ * dropped, so `echo Once | tsllm generate` and `--prompt Once` tokenize the same. A CRLF ending
+ * goes whole; line breaks inside stay as written.
+ */
+export function fileText(text: string): string {
+  return text.replace(/^\uFEFF/, "").replace(/\r?\n$/, "");
+}
+
+/**
  * A file an option names that its reader opens later (convert / quantize --vocab), checked up
  * front so that a missing one or a folder is one line naming the option: the reader's own
  * failure was Node's "ENOENT: no such file or directory, open '...'", which names no option.
