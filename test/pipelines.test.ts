@@ -108,6 +108,23 @@ test("text-generation takes the folder's generation_config.json under the option
   }
 });
 
+/*
+ * transformers' RepetitionPenaltyLogitsProcessor penalizes every token of the sequence, the prompt's
+ * included (its input_ids); the pipeline passed repetitionPenalty on with llama.cpp's window, the
+ * last 64 tokens, so a longer generation differed.
+ */
+test("text-generation's repetitionPenalty reads the whole sequence, prompt included, as transformers' RepetitionPenaltyLogitsProcessor (not llama.cpp's last 64 tokens)", { skip }, async () => {
+  const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
+  try {
+    const prompt = "Once upon a time";
+    const wholeSequence = (await gen.model.generate(prompt, { temperature: 0, repeatPenalty: 1.8, repeatLastN: -1, maxTokens: 100 })).completion;
+    assert.deepEqual(await gen(prompt, { repetitionPenalty: 1.8, maxNewTokens: 100, returnFullText: false }), [{ generated_text: wholeSequence }]);
+    assert.notEqual(wholeSequence, (await gen.model.generate(prompt, { temperature: 0, repeatPenalty: 1.8, maxTokens: 100 })).completion, "the last 64 tokens' penalty differs here");
+  } finally {
+    gen.dispose();
+  }
+});
+
 test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
   const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
   try {

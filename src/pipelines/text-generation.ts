@@ -111,6 +111,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ? { temperature: o.temperature ?? shippedTemperature ?? 1, topK: o.topK ?? shipped.topK ?? 50, topP: o.topP ?? shipped.topP ?? 1, minP: shipped.minP ?? 0, seed: o.seed }
       : { temperature: 0 }),
     repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
+    // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens
+    repeatLastN: -1,
   });
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the
