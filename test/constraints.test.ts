@@ -1134,6 +1134,40 @@ test("contains / minContains: at least that many elements match, anywhere, exact
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
+test("unevaluatedProperties: as additionalProperties where nothing is beside it, false beside allOf / $ref / anyOf closes the merged object to the parts' properties, as ajv validates every object of up to four keys (was refused as an unknown keyword)", () => {
+  const texts: string[] = [];
+  for (let mask = 0; mask < 16; mask++) {
+    const keys = ["a", "b", "c", "d"].filter((_, i) => mask & (1 << i));
+    for (const v of ["1", '"s"']) texts.push(`{${keys.map((k) => `"${k}":${v}`).join(",")}}`);
+  }
+  const exact: JsonSchema[] = [
+    { type: "object", properties: { a: { type: "integer" } }, unevaluatedProperties: false },
+    { type: "object", properties: { a: {} }, unevaluatedProperties: { type: "string" } },
+    { type: "object", properties: { a: {} }, additionalProperties: true, unevaluatedProperties: false },
+    { allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { properties: { b: { type: "string" } } }], unevaluatedProperties: false },
+    { $defs: { base: { type: "object", properties: { a: {} }, required: ["a"] } }, $ref: "#/$defs/base", properties: { b: {} }, unevaluatedProperties: false },
+  ];
+  for (const schema of exact) agreesWithAjv(schema, texts);
+  // anyOf: each alternative closed to its own keys and those beside (an object both alternatives take, ajv takes with the keys of both: not written)
+  const either = { type: "object", properties: { a: {} }, anyOf: [{ properties: { b: { type: "integer" } }, required: ["b"] }, { properties: { c: {} }, required: ["c"] }], unevaluatedProperties: false } as const;
+  const g = parseGbnf(jsonSchemaToGbnf(either));
+  const validate = newAjv2020().compile(either);
+  for (const t of texts) {
+    const ok = validate(JSON.parse(t));
+    if (accepts(g, t)) assert.ok(ok, t);
+    else if (!(t.includes('"b":1') && t.includes('"c"'))) assert.equal(ok, false, t);
+  }
+  const faults: [JsonSchema, RegExp][] = [
+    [{ allOf: [{ type: "object", properties: { a: {} }, unevaluatedProperties: false }, { properties: { b: {} } }] }, /^GrammarError: #\/allOf\/0\/unevaluatedProperties: only false beside allOf \(or anyOf, \$ref\) is supported, not in one of its parts or as a schema$/],
+    [{ allOf: [{ type: "object", properties: { a: {} } }], unevaluatedProperties: { type: "string" } }, /^GrammarError: #\/unevaluatedProperties: only false beside allOf/],
+    // an alternative's own sees only its own keys evaluated (the property beside would be unevaluated there)
+    [{ type: "object", properties: { a: {} }, anyOf: [{ properties: { b: {} }, unevaluatedProperties: false }] }, /^GrammarError: #\/anyOf\/0\/unevaluatedProperties: only false beside allOf/],
+    [{ allOf: [{ type: "object", properties: { a: {} }, additionalProperties: { type: "integer" } }], unevaluatedProperties: false }, /^GrammarError: #\/unevaluatedProperties: not supported beside #\/allOf\/0\/additionalProperties/],
+    [{ allOf: [{ type: "object", properties: { a: {} } }, { required: ["z"] }], unevaluatedProperties: false }, /^GrammarError: #\/unevaluatedProperties: false, but "z" is required and no part has it as a property: no object has it$/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains", "unevaluatedProperties",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -103,7 +103,7 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]],
-  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties"]],
 ];
 
 const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -148,6 +148,18 @@ function canonicalJson(v: unknown): string {
 
 /** where the parts of an allOf the converter makes (of keywords written apart: beside a $ref, an anyOf, in two parts) lie in the schema */
 const partPaths = new WeakMap<object, readonly string[]>();
+
+/**
+ * The keywords written beside an allOf, anyOf or $ref, as the converter makes them a part of an
+ * allOf: what unevaluatedProperties there sees evaluated is every part's keys, not only its own
+ */
+const besideParts = new WeakSet<object>();
+
+/** `beside` (keywords of a schema apart from its allOf / anyOf / $ref), marked as such */
+function besidePart(beside: Record<string, unknown>): Record<string, unknown> {
+  besideParts.add(beside);
+  return beside;
+}
 
 /** an allOf of `parts`, each with the path it was written at (what a fault in it names) */
 function allOfAt(parts: readonly (readonly [unknown, string])[]): Record<string, unknown> {
@@ -506,7 +518,7 @@ class Converter {
     // keywords beside $ref apply too (draft 2019-09 on): the two as an allOf
     if (typeof s["$ref"] === "string") {
       const { $ref, ...beside } = s;
-      if (constrains(beside)) return this.visit(allOfAt([[{ $ref }, path], [beside, path]]), name, path, depth + 1);
+      if (constrains(beside)) return this.visit(allOfAt([[{ $ref }, path], [besidePart(beside), path]]), name, path, depth + 1);
       return this.ref($ref as string, path, depth);
     }
     if (s["const"] !== undefined || Array.isArray(s["enum"])) {
@@ -532,7 +544,7 @@ class Converter {
         if (kept.length === 0) throw new GrammarError(`${path}/${key}: every alternative is false, which admits no value`);
         // keywords beside the list apply to every alternative
         const { [key]: _, ...beside } = s;
-        return this.add(name, kept.map(([a, i]) => this.visit(constrains(beside) ? allOfAt([[beside, path], [a, `${path}/${key}/${i}`]]) : a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
+        return this.add(name, kept.map(([a, i]) => this.visit(constrains(beside) ? allOfAt([[besidePart(beside), path], [a, `${path}/${key}/${i}`]]) : a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
       }
     }
     if (Array.isArray(s["allOf"])) {
@@ -668,6 +680,8 @@ class Converter {
     const { allOf, ...beside } = s;
     const parts: Record<string, unknown>[] = [];
     const wheres: string[] = [];
+    // which parts are keywords beside the allOf (anyOf, $ref) rather than in it
+    const outer: boolean[] = [];
     const from = new Map<string, string>();
     const done = (merged: Record<string, unknown>, at = path) => ({ merged, at, from });
     const take = (p: unknown, where: string, hops: number): void => {
@@ -689,10 +703,11 @@ class Converter {
         const types = [rest["type"]].flat();
         parts.push(nullable === undefined ? o : nullable === true && !types.includes("null") ? { ...rest, type: [...types, "null"] } : rest);
         wheres.push(where);
+        outer.push(besideParts.has(o));
       }
     };
     if (depth > this.maxDepth) throw new GrammarError(`${path}: schemas nest more than ${this.maxDepth} deep`);
-    take(beside, path, 0);
+    take(besidePart(beside), path, 0);
     (allOf as unknown[]).forEach((p, i) => take(p, partPaths.get(s)?.[i] ?? `${path}/allOf/${i}`, 0));
     if (parts.length === 0) return done({});
     if (parts.length === 1) return done(parts[0]!, wheres[0]);
@@ -711,6 +726,10 @@ class Converter {
       }
       if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
       return done({ enum: keep });
+    }
+    // unevaluatedProperties in a part says which of that part's own keys it evaluated: no keyword to merge
+    for (const [i, o] of parts.entries()) {
+      if (o["unevaluatedProperties"] !== undefined && (o["unevaluatedProperties"] !== false || !outer[i])) throw new GrammarError(`${wheres[i]}/unevaluatedProperties: only false beside allOf (or anyOf, $ref) is supported, not in one of its parts or as a schema`);
     }
     const objectPart = (o: Record<string, unknown>): boolean => !((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined));
     if (!parts.every(objectPart)) {
@@ -803,6 +822,18 @@ class Converter {
     // additionalProperties unset (as such an object takes none here); a part with properties and an
     // additionalProperties schema (or true) leaves other keys to that schema
     const closed = parts.some((o) => o["additionalProperties"] === false || (o["additionalProperties"] === undefined && Object.keys((o["properties"] ?? {}) as object).length > 0));
+    // unevaluatedProperties false beside the allOf: only the parts' properties (the merged object
+    // closed), where no part evaluates other keys (additionalProperties true or a schema); a part's
+    // own (its keys are those it evaluates, no merge of keywords) or a schema is refused
+    for (const [i, o] of parts.entries()) {
+      if (o["unevaluatedProperties"] === undefined) continue;
+      const at = `${wheres[i]}/unevaluatedProperties`;
+      const open = parts.findIndex((q) => q["additionalProperties"] !== undefined && q["additionalProperties"] !== false);
+      if (open >= 0) throw new GrammarError(`${at}: not supported beside ${wheres[open]}/additionalProperties (the keys it evaluates are no property to write)`);
+      const other = required.find((r) => !parts.some((q) => Object.hasOwn((q["properties"] ?? {}) as object, r)));
+      if (other !== undefined) throw new GrammarError(`${at}: false, but "${other}" is required and no part has it as a property: no object has it`);
+    }
+    const unevaluatedClosed = parts.some((o) => o["unevaluatedProperties"] === false);
     // (a name several parts require is required once)
     const names = [...new Set(required)];
     // how many keys: the tightest bound of any part (each applies)
@@ -817,7 +848,7 @@ class Converter {
         counts[k] = counts[k] === undefined ? v : k === "minProperties" ? Math.max(counts[k]!, v) : Math.min(counts[k]!, v);
       }
     }
-    if (closed) return done({ type: "object", properties, required: names, additionalProperties: false, ...counts });
+    if (closed || unevaluatedClosed) return done({ type: "object", properties, required: names, additionalProperties: false, ...counts });
     // other keys: their values take every part's additionalProperties schema (it was passed over: any value)
     const others = parts.flatMap((o, i) => (o["additionalProperties"] === undefined || o["additionalProperties"] === true ? [] : [[o["additionalProperties"], `${wheres[i]}/additionalProperties`] as const]));
     if (others.length === 1 && others[0]![1] !== `${path}/additionalProperties`) from.set("additionalProperties", others[0]![1]);
@@ -1296,7 +1327,9 @@ class Converter {
     const patterns = this.patterns(s, path);
     // an object without properties takes other keys unless additionalProperties says not (one with
     // them, or with patternProperties, does not)
-    const additional = s["additionalProperties"] ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
+    // (with no allOf / anyOf / $ref beside, which reach here merged, the keys unevaluatedProperties
+    // applies to are those additionalProperties would: where that is given, none)
+    const additional = s["additionalProperties"] ?? s["unevaluatedProperties"] ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
     const keyAt = new Map(Object.keys(written).map((k) => [k, `${path}/properties/${k}`]));
     const props: Record<string, unknown> = { ...written };
     // a required name that is no property is another key, of its patterns' schemas or else
