@@ -631,6 +631,8 @@ test("quantize OUT a symlink writes the file it leads to and keeps the link; OUT
   assert.ok(stillFifo, "the FIFO is still a FIFO");
   assert.equal(await readerDone, 0);
   assert.ok(readFileSync(received).equals(readFileSync(reference)), "the FIFO's reader got the GGUF");
+  // the size reported is what was written, not the FIFO's (0)
+  assert.match(r.stderr, new RegExp(`^wrote ${fifo}: 48 tensors \\(Q8_0 x32, F32 x11, F16 x5\\), 379\\.2 kB\n`, "m"));
   assert.deepEqual(readdirSync(sub).sort(), ["fifo", "link.gguf", "received.gguf", "ref.gguf", "target.gguf"]);
 });
 
@@ -760,5 +762,27 @@ test("convert takes llama.cpp's convert_hf_to_gguf.py spellings --outfile (its {
   ] as const) {
     assert.deepEqual(tsllm(["convert", "--model", folder, ...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${message}\n` }, args.join(" "));
     assert.ok(!existsSync(refused));
+  }
+});
+
+test("convert --out a FIFO (as /dev/null) --json reports the bytes written, not the FIFO's size 0; quantize of a folder likewise", { skip: skipWithoutShared(HF_FOLDER) || process.platform === "win32" }, async () => {
+  const folder = sharedFile(HF_FOLDER)!;
+  const sub = mkdtempSync(join(dir, "convert-fifo-"));
+  for (const command of [["convert", "--model", folder, "--out"], ["quantize", folder]]) {
+    const file = join(sub, "file.gguf");
+    const asFile = tsllm([...command, file, ...(command[0] === "quantize" ? ["q8_0"] : []), "--json"]);
+    assert.equal(asFile.code, 0, asFile.stderr);
+    const size = statSync(file).size;
+    assert.equal((JSON.parse(asFile.stdout) as { bytes: number }).bytes, size);
+    const fifo = join(sub, "fifo");
+    rmSync(fifo, { force: true });
+    assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+    const reader = spawn("sh", ["-c", 'exec cat "$0" > /dev/null', fifo]);
+    const readerDone = new Promise<number | null>((done) => reader.on("close", done));
+    const r = await tsllmAsync([...command, fifo, ...(command[0] === "quantize" ? ["q8_0"] : []), "--json"]);
+    if (!lstatSync(fifo).isFIFO()) reader.kill();
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(await readerDone, 0);
+    assert.equal((JSON.parse(r.stdout) as { bytes: number }).bytes, size, command[0]);
   }
 });

@@ -70,7 +70,7 @@ export async function runConvert(argv: string[]): Promise<void> {
   const name = fromHub ? parseHubReference(model).repo.split("/")[1] : undefined;
   const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab, ...(name !== undefined ? { name } : {}) });
   if (flag(values, "json")) {
-    process.stdout.write(JSON.stringify({ model, output: out, architecture: r.architecture, tensors: r.tensors, type: r.type, fallbacks: r.fallbacks, bytes: statSync(out).size }, null, 2) + "\n");
+    process.stdout.write(JSON.stringify({ model, output: out, architecture: r.architecture, tensors: r.tensors, type: r.type, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
     return;
   }
   reportFallbacks(r.fallbacks, flag(values, "verbose"));

@@ -57,6 +57,8 @@ export interface ConvertResult {
   readonly type: ConvertType;
   /** matrices whose rows the type's blocks do not divide, and what they became (empty with `tensorTypes`, whose caller keeps its own) */
   readonly fallbacks: readonly TypeFallback[];
+  /** the GGUF's size in bytes, as written (OUT may be a device: /dev/null) */
+  readonly bytes: number;
 }
 
 /**
@@ -150,8 +152,8 @@ export async function convertHFToGGUF(folder: string, out: string, options: Conv
     const infos = [...source.tensors.values()];
     const fallbacks: TypeFallback[] = [];
     const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, target.type, fallbacks));
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
-    return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey, fallbacks };
+    const bytes = await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
+    return { architecture: cfg.arch, tensors: source.tensors.size, type: typeKey, fallbacks, bytes };
   } finally {
     source.close();
   }
@@ -189,8 +191,8 @@ async function convertEncoder(folder: string, out: string, typeKey: ConvertType,
     ];
     const fallbacks: TypeFallback[] = [];
     const typeOf = options.tensorTypes?.(infos, new Map(model)) ?? ((info) => outputType(info, CONVERT_TYPES[typeKey].type, fallbacks));
-    await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
-    return { architecture: "bert", tensors: infos.length, type: typeKey, fallbacks };
+    const bytes = await writeGGUF(out, { metadata, tensors: tensorSpecs(source, infos, typeOf) }, inputsOf(folder, options));
+    return { architecture: "bert", tensors: infos.length, type: typeKey, fallbacks, bytes };
   } finally {
     source.close();
   }

@@ -81,9 +81,9 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
   const types: Record<string, number> = {};
   const fromFolder = statSync(input).isDirectory();
   const plan = planner(options, fromFolder, fallbacks, types);
-  let tensors: number;
+  let tensors: number, bytes: number;
   if (fromFolder) {
-    tensors = (await convertHFToGGUF(input, out, { tensorTypes: plan, fileType: fileType.ftype, ...(options.vocab !== undefined ? { vocab: options.vocab } : {}) })).tensors;
+    ({ tensors, bytes } = await convertHFToGGUF(input, out, { tensorTypes: plan, fileType: fileType.ftype, ...(options.vocab !== undefined ? { vocab: options.vocab } : {}) }));
   } else {
     // a GGUF keeps its own tokenizer: a --vocab given for it would be silently ignored
     if (options.vocab !== undefined) throw new Error(`--vocab ${options.vocab}: only for a Hugging Face folder; ${input} is a GGUF file, whose tokenizer is kept`);
@@ -93,13 +93,13 @@ export async function quantizeModel(input: string, out: string, options: Quantiz
     metadata.push(["general.file_type", ggufEntry.u32(fileType.ftype)], ["general.quantization_version", ggufEntry.u32(2)]);
     const source = new GGUFTensorSource(header);
     try {
-      await writeGGUF(out, { metadata, tensors: tensorSpecs(source, header.tensors, plan(header.tensors, header.metadata)) }, [input]);
+      bytes = await writeGGUF(out, { metadata, tensors: tensorSpecs(source, header.tensors, plan(header.tensors, header.metadata)) }, [input]);
     } finally {
       source.close();
     }
     tensors = header.tensors.length;
   }
-  return { tensors, types, fallbacks, bytes: statSync(out).size };
+  return { tensors, types, fallbacks, bytes };
 }
 
 /**

@@ -220,8 +220,10 @@ function isPowerOfTwo(a: number): boolean {
 /**
  * Writes `spec` as a GGUF v3 file at `path`, replacing it only once the new file is complete
  * (output-file.ts); `inputs` are files the tensors are read from, which `path` must not be.
+ * Resolves with the bytes written (the file's size; also where `path` is a device such as
+ * /dev/null, whose size says nothing).
  */
-export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: readonly string[] = []): Promise<void> {
+export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: readonly string[] = []): Promise<number> {
   const metadata = new Map<string, GGUFWriteEntry>();
   for (const [k, e] of spec.metadata) {
     if (metadata.has(k)) throw new GGUFWriteError(path, `metadata "${k}"`, "duplicate key");
@@ -289,8 +291,9 @@ export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: reado
   // byte-identical when rewritten
   if (spec.tensors.length > 0) s.zeros(pad(s.length));
 
+  let written = 0;
   await writeOutputFile(path, async (fh) => {
-    await writeAll(fh, s.result());
+    written += await writeAll(fh, s.result());
     const zeros = new Uint8Array(alignment);
     for (let i = 0; i < spec.tensors.length; i++) {
       const t = spec.tensors[i]!;
@@ -298,17 +301,20 @@ export async function writeGGUF(path: string, spec: GGUFWriteSpec, inputs: reado
       if (bytes.length !== sizes[i]) {
         throw new GGUFWriteError(path, `tensor "${t.name}" data`, `expected ${sizes[i]} bytes for ${typeName(t.type)} ${t.dims.join("x")}, the producer returned ${bytes.length}`);
       }
-      await writeAll(fh, bytes);
+      written += await writeAll(fh, bytes);
       const p = pad(bytes.length);
-      if (p > 0) await writeAll(fh, zeros.subarray(0, p));
+      if (p > 0) written += await writeAll(fh, zeros.subarray(0, p));
     }
   }, inputs);
+  return written;
 }
 
-async function writeAll(fh: import("node:fs/promises").FileHandle, b: Uint8Array): Promise<void> {
+/** writes all of `b`, resolving with its length */
+async function writeAll(fh: import("node:fs/promises").FileHandle, b: Uint8Array): Promise<number> {
   let off = 0;
   while (off < b.length) {
     const { bytesWritten } = await fh.write(b, off, Math.min(b.length - off, 1 << 30));
     off += bytesWritten;
   }
+  return off;
 }
