@@ -786,3 +786,19 @@ test("convert --out a FIFO (as /dev/null) --json reports the bytes written, not 
     assert.equal((JSON.parse(r.stdout) as { bytes: number }).bytes, size, command[0]);
   }
 });
+
+test("generate on a model folder takes generation_config.json's max_new_tokens and do_sample false as its defaults, as its help says; -n and --temp win", { skip: skipWithoutShared(HF_FOLDER) }, () => {
+  assert.match(tsllm(["generate", "--help"]).stdout, /A model folder's generation_config\.json gives the defaults of what it sets \(max_new_tokens,\ndo_sample false: greedy,/);
+  // the folder's files, its generation_config.json replaced
+  const folder = mkdtempSync(join(dir, "generation-config-"));
+  for (const name of readdirSync(sharedFile(HF_FOLDER)!)) if (name !== "generation_config.json") symlinkSync(join(sharedFile(HF_FOLDER)!, name), join(folder, name));
+  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ do_sample: false, max_new_tokens: 5 }));
+  const run = (args: string[]) => {
+    const r = tsllm(["generate", "-m", folder, "-p", "Hello", "--ignore-eos", "--backend", "reference", "--json", ...args]);
+    assert.equal(r.code, 0, r.stderr);
+    return JSON.parse(r.stdout) as { completionTokens: number[] };
+  };
+  const greedy = run(["--temp", "0", "-n", "5"]);
+  for (const seed of ["1", "2"]) assert.deepEqual(run(["--seed", seed]).completionTokens, greedy.completionTokens, "the file's max_new_tokens and greedy decoding");
+  assert.equal(run(["-n", "7"]).completionTokens.length, 7);
+});

@@ -17,6 +17,9 @@ export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT 
 
 Streams a completion to stdout and the timings to stderr. Ctrl-C stops it where it is: the line
 ends, the timings and the seed are printed as at any end, and the status is 130 (as llama.cpp's).
+A model folder's generation_config.json gives the defaults of what it sets (max_new_tokens,
+do_sample false: greedy, temperature, top_k, top_p, min_p, repetition_penalty), as transformers'
+generate reads it; the options below win over it, and their own defaults stand where it is silent.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
