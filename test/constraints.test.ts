@@ -1168,6 +1168,31 @@ test("unevaluatedProperties: as additionalProperties where nothing is beside it,
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
+test("dependentRequired: where a key is present so are the keys it names (before or after it in the grammar's order), exactly as ajv validates every object of up to four properties (was refused as an unknown keyword)", () => {
+  const texts: string[] = [];
+  for (let mask = 0; mask < 32; mask++) {
+    const keys = ["a", "b", "c", "d", "x"].filter((_, i) => mask & (1 << i));
+    texts.push(`{${keys.map((k) => `"${k}":1`).join(",")}}`);
+  }
+  const props = { a: {}, b: {}, c: {}, d: {} };
+  for (const schema of [
+    { type: "object", properties: props, dependentRequired: { a: ["c"] }, additionalProperties: false },
+    { type: "object", properties: props, dependentRequired: { c: ["a"] }, additionalProperties: false },
+    { type: "object", properties: props, dependentRequired: { a: ["b", "d"], d: ["c"] }, additionalProperties: false },
+    { type: "object", properties: props, required: ["b"], dependentRequired: { b: ["d"], c: ["a"] }, additionalProperties: false },
+    { type: "object", properties: props, dependentRequired: { a: ["b"], b: ["a"] }, additionalProperties: false },
+    { type: "object", properties: props, dependentRequired: { a: ["z"] }, additionalProperties: false },
+    { type: "object", properties: props, dependentRequired: { c: ["a"] }, additionalProperties: { type: "integer" } },
+  ] as JsonSchema[]) agreesWithAjv(schema, texts);
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "object", properties: { a: {} }, dependentRequired: { a: ["z"] }, additionalProperties: true }, /^GrammarError: #\/dependentRequired\/a: "z" is no property here, and other keys may be written \(it could be one\): not supported$/],
+    [{ type: "object", properties: { a: {} }, required: ["a"], dependentRequired: { a: ["z"] } }, /^GrammarError: #\/dependentRequired\/a: "a" is required, but needs "z", which no object here has$/],
+    [{ type: "object", properties: { a: {} }, dependentRequired: { a: "b" } }, /^GrammarError: #\/dependentRequired\/a: expected a list of property names, got "b"$/],
+    [{ type: "object", properties: { a: {} }, dependentRequired: { a: [] }, minProperties: 1 }, /^GrammarError: #\/dependentRequired: not supported beside minProperties \/ maxProperties$/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

@@ -88,7 +88,7 @@ const KNOWN_KEYS = new Set([
   "type", "properties", "required", "additionalProperties", "enum", "const", "items", "minItems", "maxItems", "minLength", "maxLength",
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
-  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains", "unevaluatedProperties",
+  "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains", "unevaluatedProperties", "dependentRequired",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -103,7 +103,7 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]],
-  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties", "dependentRequired"]],
 ];
 
 const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -1385,6 +1385,10 @@ class Converter {
       : other === undefined || other === false ? undefined
       : keyNames !== undefined && keyNames !== false ? this.namesKv(keyNames, other, name, path, depth)
       : this.additionalKv(named, other, name, path, depth);
+    if (s["dependentRequired"] !== undefined) {
+      if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) throw new GrammarError(`${path}/dependentRequired: not supported beside minProperties / maxProperties`);
+      return this.dependent(s["dependentRequired"], keys, kv, required, extra, name, path);
+    }
     if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, extra, other, name, path);
     if (named.length === 0 && patterns.length === 0 && keyNames === undefined) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
@@ -1474,6 +1478,59 @@ class Converter {
       const tooMany = max !== undefined && keys.filter((k) => required.has(k)).length > max;
       throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
     }
+    return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /**
+   * dependentRequired ({a: ["b"]}: where a is present, so is b), over the properties written in
+   * order: a rule per place in the key list, the later keys that are now required (by a key
+   * written before them) and those now ruled out (they need a key passed over), and whether a key
+   * was written (for the commas). Names that are no property: a dependent one, where no other key
+   * may be written, rules its key out; otherwise (another key could be it) refused.
+   */
+  private dependent(deps: unknown, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, extra: string | undefined, name: string, path: string): string {
+    const at = `${path}/dependentRequired`;
+    if (!isMap(deps)) throw new GrammarError(`${at}: expected an object of property names to lists of names, got ${JSON.stringify(deps)}`);
+    const needs = new Map<string, string[]>();
+    for (const [k, list] of Object.entries(deps as Record<string, unknown>)) {
+      if (!Array.isArray(list) || !list.every((x) => typeof x === "string")) throw new GrammarError(`${at}/${k}: expected a list of property names, got ${JSON.stringify(list)}`);
+      const known = keys.includes(k);
+      if (!known && extra === undefined) continue; // (its key is never written)
+      const missing = [k, ...list].find((x) => !keys.includes(x));
+      if (missing !== undefined && extra !== undefined) throw new GrammarError(`${at}/${k}: "${missing}" is no property here, and other keys may be written (it could be one): not supported`);
+      needs.set(k, list as string[]);
+    }
+    // a key whose needs include a name that is never written is never written itself
+    const never = new Set([...needs].filter(([, list]) => list.some((x) => !keys.includes(x))).map(([k]) => k));
+    for (const k of never) if (required.has(k)) throw new GrammarError(`${at}/${k}: "${k}" is required, but needs ${JSON.stringify(needs.get(k)!.find((x) => !keys.includes(x)))}, which no object here has`);
+    const made = new Map<string, string | null>();
+    const rest = (i: number, must: ReadonlySet<string>, banned: ReadonlySet<string>, wrote: boolean): string | null => {
+      const id = `${i}|${[...must].sort().join(",")}|${[...banned].sort().join(",")}|${wrote}`;
+      if (made.has(id)) return made.get(id)!;
+      const alts: string[] = [];
+      if (i === keys.length) {
+        alts.push('""');
+        if (extra !== undefined) alts.push(wrote ? `("," space ${extra})+` : `${extra} ("," space ${extra})*`);
+      } else {
+        const k = keys[i]!, later = new Set(keys.slice(i + 1));
+        if (!banned.has(k) && !never.has(k)) {
+          // written: the later keys it needs are required
+          const then = rest(i + 1, new Set([...must, ...(needs.get(k) ?? []).filter((x) => later.has(x))]), banned, true);
+          if (then !== null) alts.push(`${wrote ? `"," space ` : ""}${kv[i]} ${then}`);
+        }
+        if (!must.has(k) && !required.has(k)) {
+          // passed over: the later keys that need it are ruled out
+          const nowBanned = new Set([...banned, ...[...needs].filter(([d, list]) => later.has(d) && list.includes(k)).map(([d]) => d)]);
+          const skip = rest(i + 1, must, nowBanned, wrote);
+          if (skip !== null) alts.push(skip);
+        }
+      }
+      const rule = alts.length === 0 ? null : this.add(`${name}-d${made.size}`, alts.join(" | "));
+      made.set(id, rule);
+      return rule;
+    };
+    const body = rest(0, new Set(), new Set(), false);
+    if (body === null) throw new GrammarError(`${at}: no object satisfies it beside required`);
     return this.add(name, `"{" space ${body} "}" space`);
   }
 
