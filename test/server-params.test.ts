@@ -92,6 +92,30 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(bad.param, "response_format.json_schema.name");
   });
 
+  test("llama-server's schema forms hold the reply to the schema: response_format {type: json_object, schema} and a top-level json_schema, on both routes", async () => {
+    // the judge: llama-server's oaicompat params (response_format json_object's `schema`, its
+    // `json_schema` field); a schema whose only answer is {"a": true} or {"a": false}: a free reply or
+    // any object would not match it
+    const schema = { type: "object", properties: { a: { type: "boolean" } }, required: ["a"], additionalProperties: false };
+    const bodies = [{ response_format: { type: "json_object", schema } }, { json_schema: schema }];
+    for (const extra of bodies) {
+      for (const [route, ask] of [["chat/completions", { messages: base.messages }], ["completions", { prompt: "Once upon a time" }]] as const) {
+        const r = await post(`${s.url}/v1/${route}`, { ...ask, ...extra, max_tokens: 40, temperature: 0 });
+        assert.equal(r.status, 200, JSON.stringify(r.json));
+        const c = r.json.choices[0];
+        const text: string = c.message?.content ?? c.text;
+        assert.equal(c.finish_reason, "stop", `${route} ${JSON.stringify(extra).slice(0, 40)}: ${text}`);
+        assert.deepEqual(Object.keys(JSON.parse(text) as object), ["a"], text);
+      }
+    }
+    // two constraints in one request: which one holds would be this server's guess
+    for (const [extra, param] of [[{ json_schema: schema, grammar: "root ::= \"x\"" }, "json_schema"], [{ json_schema: schema, response_format: { type: "json_object" } }, "json_schema"], [{ response_format: { type: "json_object", schema: [] } }, "response_format.schema"], [{ json_schema: "{}" }, "json_schema"]] as const) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: base.messages, ...extra, max_tokens: 4 });
+      assert.equal(r.status, 400, JSON.stringify(extra));
+      assert.equal(r.json.error.param, param, r.json.error.message);
+    }
+  });
+
   test("a schema fault names its exact spot in param: response_format's schema and a strict function's parameters", async () => {
     const obj = (properties: Record<string, object>) => ({ type: "object", properties, required: Object.keys(properties), additionalProperties: false });
     const format = (schema: object, strict?: boolean) => ({ type: "json_schema", json_schema: { name: "x", schema, ...(strict ? { strict } : {}) } }) as OpenAI.ResponseFormatJSONSchema;

@@ -105,17 +105,28 @@ function metadataOf(body: Body): void {
 
 /**
  * `response_format` ({type: "text"}, {type: "json_object"}, {type: "json_schema", json_schema:
- * {name, schema, strict}}) and llama-server's `grammar` (GBNF text) as the library's constraint
+ * {name, schema, strict}}; llama-server's {type: "json_object", schema}), llama-server's `grammar`
+ * (GBNF text) and its top-level `json_schema` (a schema object) as the library's constraint
  * options; the output is then enforced token by token.
  */
 function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" | "grammar"> {
   const grammar = optString(body, "grammar");
   const format = optObject(body, "response_format");
   const type = format === undefined ? "text" : format["type"];
+  // llama-server's own `json_schema` (a schema object at the top level): left unread, a client's
+  // schema went unheeded and the reply was free text
+  const topSchema = optObject(body, "json_schema");
+  if (topSchema !== undefined && grammar !== undefined) throw invalid("json_schema", "give 'json_schema' or 'grammar', not both");
+  if (topSchema !== undefined && type !== "text") throw invalid("json_schema", "give 'json_schema' or a JSON 'response_format', not both");
   if (grammar !== undefined && type !== "text") throw invalid("grammar", "give 'grammar' or a JSON 'response_format', not both");
   if (grammar !== undefined) return { grammar };
+  if (topSchema !== undefined) return { jsonSchema: topSchema as Record<string, unknown> };
   if (type === "text") return {};
-  if (type === "json_object") return { json: "object" };
+  if (type === "json_object") {
+    // llama-server's {type: "json_object", schema}: the object held to the schema (left unread, any object passed)
+    const schema = optObject(format!, "schema", "response_format.schema");
+    return schema === undefined ? { json: "object" } : { jsonSchema: schema as Record<string, unknown> };
+  }
   if (type === "json_schema") {
     const js = optObject(format!, "json_schema", "response_format.json_schema");
     if (js === undefined) throw invalid("response_format.json_schema", "'response_format' of type json_schema needs 'json_schema': {name, schema}", "missing_required_parameter");
