@@ -27,9 +27,11 @@ const BROKEN: Record<string, string> = {
   "/throws/kernel-worker.js": "throw new Error('boom in the kernel worker');",
   // loads, and never answers its start message (a kernel worker of another build that waits for something else)
   "/silent/kernel-worker.js": "self.onmessage = () => undefined;",
+  // the build's kernel worker, whose loop throws once it has said ready (a worker that dies after it started)
+  "/dies/kernel-worker.js": "import '/tsllm/kernel-worker.js'; const post = self.postMessage.bind(self); self.postMessage = (m, t) => { post(m, t); if (m && m.ready) throw new Error('boom after its start'); };",
 };
 
-/** a static server with COOP/COEP on everything: the build under /tsllm/ and, with its kernels, under /missing/, /throws/ and /silent/ (each with its broken script, or none), the model under /models/ */
+/** a static server with COOP/COEP on everything: the build under /tsllm/ and, with its kernels, under /missing/, /throws/, /silent/ and /dies/ (each with its broken script, or none), the model under /models/ */
 function startServer(model: Buffer): Promise<Server> {
   const server = createServer((req, res) => {
     const p = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
@@ -37,7 +39,7 @@ function startServer(model: Buffer): Promise<Server> {
     const send = (type: string, body: Buffer | string): void => void res.writeHead(200, { ...headers, "content-type": type }).end(body);
     if (p === "/") return send("text/html; charset=utf-8", "<!doctype html><title>workers</title>");
     if (BROKEN[p] !== undefined) return send("text/javascript", BROKEN[p]);
-    const m = /^\/(tsllm|missing|throws|silent)\/([\w.-]+)$/.exec(p);
+    const m = /^\/(tsllm|missing|throws|silent|dies)\/([\w.-]+)$/.exec(p);
     // the broken folders hold the build's kernels only (their scripts are BROKEN's, or missing)
     if (m && (m[1] === "tsllm" || m[2]!.endsWith(".wasm")) && existsSync(join(browserDir, m[2]!))) {
       return send(m[2]!.endsWith(".wasm") ? "application/wasm" : "text/javascript", readFileSync(join(browserDir, m[2]!)));
@@ -63,18 +65,18 @@ async function openPage(): Promise<{ page: Page; errors: string[] }> {
  * "resolved: <value>" or "rejected: <message>", or "still pending" when the promise has not
  * settled 30 s after the call: a hang, which no fix may leave (no load here needs a second).
  */
-async function inPage<T>(page: Page, body: string): Promise<T> {
-  return page.evaluate(async (code) => {
+async function inPage<T>(page: Page, body: string, pendingAfterMs = 30_000): Promise<T> {
+  return page.evaluate(async ([code, ms]) => {
     const lib = "/tsllm/tsllm.js";
     const { TsllmWorker } = await import(lib);
     return new Function("TsllmWorker", `
       const settled = (p) => Promise.race([
         p.then((v) => "resolved: " + JSON.stringify(v), (e) => "rejected: " + (e.name === "Error" ? "" : e.name + ": ") + e.message),
-        new Promise((r) => setTimeout(() => r("still pending"), 30000)),
+        new Promise((r) => setTimeout(() => r("still pending"), ${ms})),
       ]);
       return (async () => { ${code} })();
     `)(TsllmWorker);
-  }, body) as Promise<T>;
+  }, [body, pendingAfterMs] as const) as Promise<T>;
 }
 
 const golden = (): number[] => JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")).cases[0].completionTokens.slice(0, 4);
@@ -147,6 +149,112 @@ test("a kernel worker whose script answers 404 or throws at its top level: load(
       throws: `rejected: ${throws}`, "throws then": good,
       silent: `rejected: ${aborted}`, "silent then": good,
     });
+    assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+/**
+ * Stops the JavaScript of the page's kernel worker `thread` through the DevTools protocol
+ * (Runtime.terminateExecution, what the browser does to a worker's script it ends): its thread
+ * lives on, its loop is gone, mid-claim or between jobs.
+ */
+async function terminateKernelWorker(thread: number): Promise<void> {
+  const cdp = await rig.browser.newBrowserCDPSession();
+  try {
+    const { targetInfos } = await cdp.send("Target.getTargets");
+    const target = targetInfos.find((t) => t.type === "worker" && t.title === `tsllm kernels ${thread}`);
+    assert.ok(target, `no kernel worker ${thread} among ${JSON.stringify(targetInfos.map((t) => t.title))}`);
+    // a nested worker's session is reached through the browser's (Playwright has no handle on it)
+    const { sessionId } = await cdp.send("Target.attachToTarget", { targetId: target.targetId, flatten: false });
+    const answered = new Promise<string>((resolve) => cdp.on("Target.receivedMessageFromTarget", (e) => {
+      if ((JSON.parse(e.message) as { id?: number }).id === 1) resolve(e.message);
+    }));
+    await cdp.send("Target.sendMessageToTarget", { sessionId, message: JSON.stringify({ id: 1, method: "Runtime.terminateExecution" }) });
+    assert.equal(await answered, JSON.stringify({ id: 1, result: {} }));
+  } finally {
+    await cdp.detach();
+  }
+}
+
+/** what a load or a generation ends with once kernel worker 1 (of the script at `url`) has stopped for good */
+const stopped = (url: string, why: string): string => `rejected: wasm backend: kernel worker 1 stopped: ${url}: ${why}; the backend cannot run without it: load the model again`;
+
+test("a kernel worker whose loop throws once it has said ready: the load rejects with one error naming it (it loaded, on one thread fewer than it said), and the same engine worker then loads with the build's kernel worker", { skip }, async () => {
+  const { page, errors } = await openPage();
+  try {
+    const dies = await inPage<string[]>(page, `
+      const w = new TsllmWorker("/tsllm/engine-worker.js");
+      const load = await settled(w.load("/models/stories260K.gguf", { cache: false, threads: 2, assetsUrl: "/dies/" }));
+      const again = await settled(w.load("/models/stories260K.gguf", { cache: false, threads: 2, assetsUrl: "/tsllm/" })
+        .then((loaded) => w.generate("Once upon a time", { maxTokens: 4, temperature: 0 }).then((r) => [loaded.threads, r.completionTokens])));
+      w.terminate();
+      return [load, again];
+    `);
+    assert.deepEqual(dies, [stopped(`${rig.base}/dies/kernel-worker.js`, "its loop threw Error: boom after its start"), `resolved: ${JSON.stringify([2, golden()])}`]);
+    assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test("a kernel worker whose JavaScript is terminated mid-generation: the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, async () => {
+  const { page, errors } = await openPage();
+  try {
+
+    // a generation under way (its first token arrived) when kernel worker 1's JavaScript is terminated
+    await inPage(page, `
+      const w = new TsllmWorker("/tsllm/engine-worker.js");
+      globalThis.w = w;
+      await w.load("/models/stories260K.gguf", { cache: false, threads: 2 });
+      await new Promise((first) => { globalThis.generation = w.generate("Once upon a time", { maxTokens: 2000, ignoreEos: true, temperature: 0, onStep: first }); });
+      // handled: it may end before the next call looks at it
+      globalThis.generation.catch(() => undefined);
+    `);
+    await terminateKernelWorker(1);
+    const terminated = await inPage<string[]>(page, `
+      const w = globalThis.w;
+      const generation = await settled(globalThis.generation);
+      const later = await settled(w.generate("Once upon a time", { maxTokens: 4, temperature: 0 }));
+      const again = await settled(w.load("/models/stories260K.gguf", { cache: false, threads: 2 })
+        .then((loaded) => w.generate("Once upon a time", { maxTokens: 4, temperature: 0 }).then((r) => [loaded.threads, r.completionTokens])));
+      w.terminate();
+      return [generation, later, again];
+    `);
+    const gone = stopped(`${rig.base}/tsllm/kernel-worker.js`, "its loop stopped running (its JavaScript was terminated)");
+    assert.deepEqual(terminated, [gone, gone, `resolved: ${JSON.stringify([2, golden()])}`]);
+    assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test("a kernel worker that never answers its start message: a load with no signal ends 30 s on with one error naming it (it waited forever); Stop ends the thread pool's start too, which stops the worker (it lived on, its start pending)", { skip }, async () => {
+  const { page, errors } = await openPage();
+  const silent = `${rig.base}/silent/kernel-worker.js`;
+  /** the silent kernel workers' close events, as Playwright reports them (a nested worker too) */
+  let closed = 0;
+  page.on("worker", (w) => {
+    if (w.url() === silent) w.on("close", () => closed++);
+  });
+  try {
+    const bounded = await inPage<string>(page, `
+      globalThis.w = new TsllmWorker("/tsllm/engine-worker.js");
+      return settled(w.load("/models/stories260K.gguf", { cache: false, threads: 2, assetsUrl: "/silent/" }));
+    `, 60_000);
+    assert.equal(bounded, `rejected: wasm backend: worker 1 failed to start: kernel worker ${silent} did not answer its start message in 30 s`);
+    const aborted = await inPage<string>(page, `
+      const controller = new AbortController();
+      const loading = w.load("/models/stories260K.gguf", { cache: false, threads: 2, assetsUrl: "/silent/", signal: controller.signal });
+      setTimeout(() => controller.abort(), 1000);
+      return settled(loading);
+    `);
+    assert.equal(aborted, `rejected: AbortError: ${rig.base}/models/stories260K.gguf: aborted`);
+    // the aborted load's worker is stopped at its Stop, long before its 30 s bound (it lived on until the page closed)
+    for (const until = Date.now() + 10_000; closed < 2 && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
+    assert.equal(closed, 2, "the silent kernel workers stopped: the first at its 30 s bound, the aborted load's within 10 s of its Stop");
+    await inPage(page, "w.terminate();");
     assert.deepEqual(errors, []);
   } finally {
     await page.close();

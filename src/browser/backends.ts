@@ -68,7 +68,8 @@ const notIsolated = (): string => web.isSecureContext === false
 /** what gets the page isolated: the headers, or on a host that cannot send them (GitHub Pages) the build's service worker */
 const isolate = (): string => `${web.isSecureContext === false ? "serve it over https: (or from localhost) " : "serve it "}with the headers Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp (or credentialless), or, where the host cannot send headers, with tsllm-isolate.js loaded before the page's own scripts (a service worker that adds them)`;
 
-export async function createBrowserBackend(name: BrowserBackendName = "wasm", options: BrowserBackendOptions = {}): Promise<Backend> {
+/** `signal` (the load's) ends the wait for the wasm backend's kernel workers: they are stopped, and this rejects */
+export async function createBrowserBackend(name: BrowserBackendName = "wasm", options: BrowserBackendOptions & { signal?: AbortSignal } = {}): Promise<Backend> {
   switch (name) {
     case "reference":
       return createReferenceBackend();
@@ -87,7 +88,7 @@ export async function createBrowserBackend(name: BrowserBackendName = "wasm", op
       }
       // the developer's console says why the model runs slower than it could, once per backend
       if (threading.note) console.info(threading.note);
-      return createWasmBackend({ threads: threading.threads, simd: options.simd, memoryLimitBytes: options.memoryLimitBytes });
+      return createWasmBackend({ threads: threading.threads, simd: options.simd, memoryLimitBytes: options.memoryLimitBytes, signal: options.signal });
     }
     default:
       throw new Error(`unknown backend ${JSON.stringify(name)} (expected ${BROWSER_BACKENDS.join(", ")})`);

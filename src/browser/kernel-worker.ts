@@ -3,9 +3,15 @@
  * (src/kernels/wasm/host.browser.ts) starts per thread. Its first message carries the
  * start (the compiled kernels, the shared memory, its thread index) and the error mailbox;
  * later messages announce further memories, which the loop waits for when a job needs one.
+ *
+ * Once started, the loop holds this thread (it sleeps in Atomics.wait) and so does the main
+ * thread's wait for a job: neither hears the other's events then. A loop that stops for good —
+ * it threw outside a kernel, or its JavaScript was terminated (by the browser, or the DevTools
+ * protocol) — says so itself through the shared words (markStopped), with why in the mailbox:
+ * the main thread's job ends with that error where it waited forever.
  */
 import { postToMailbox, type KernelWorkerInit } from "../kernels/wasm/host.browser.js";
-import { runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
+import { describeError, markStopped, runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
 import type { WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;
@@ -37,18 +43,49 @@ scope.onmessageerror = () => {
   scope.close();
 };
 
+/** how often a free event loop looks whether the loop is still running (it is free only while the loop awaits an announcement, or once the loop has stopped) */
+const WATCH_MS = 50;
+
 scope.onmessage = (e) => {
   const init = e.data as KernelWorkerInit;
   scope.onmessage = (later) => announce(later.data as SpaceAnnouncement);
   scope.onmessageerror = () => announce(new Error("a memory's announcement could not be read (messageerror)"));
-  void runKernelWorker(init.start, {
+  const script = (scope as { location?: { href?: string } }).location?.href ?? "kernel-worker.js";
+  /** the loop awaits an announcement: this thread's event loop is free while it still runs */
+  let awaiting = false;
+  /** the loop has ended: on STOP, a failed start, or stopped for good */
+  let ended = false;
+  const stop = (why: string): void => {
+    if (ended) return;
+    ended = true;
+    clearInterval(watch);
+    postToMailbox(init.mailbox, `${script}: ${why}`);
+    markStopped(init.start);
+  };
+  // set before the loop starts: terminated JavaScript runs nothing after it, but this thread's
+  // event loop goes on, and a timer that runs while the loop neither awaits nor has ended finds it gone
+  const watch = setInterval(() => {
+    if (!awaiting) stop("its loop stopped running (its JavaScript was terminated)");
+  }, WATCH_MS);
+  const nextAwaited = (): SpaceAnnouncement | Promise<SpaceAnnouncement> => {
+    const a = next();
+    if (!(a instanceof Promise)) return a;
+    awaiting = true;
+    return a.finally(() => (awaiting = false));
+  };
+  const end = (): void => {
+    ended = true;
+    clearInterval(watch);
+    scope.close();
+  };
+  runKernelWorker(init.start, {
     ready: () => scope.postMessage({ ready: true }),
     startFailed: (message) => {
       scope.postMessage({ error: message });
-      scope.close();
+      end();
     },
     kernelFailed: (message) => postToMailbox(init.mailbox, message),
-    nextAnnouncement: next,
-    close: () => scope.close(),
-  });
+    nextAnnouncement: nextAwaited,
+    close: end,
+  }).catch((e: unknown) => stop(`its loop threw ${describeError(e)}`));
 };

@@ -45,6 +45,8 @@ export interface WasmBackendOptions {
    * memories, as a model over 4 GiB does.
    */
   memoryLimitBytes?: number;
+  /** ends the wait for the worker threads to start (a browser's load signal: a kernel worker that never answers held the load's thread pool forever); the backend's creation then rejects */
+  signal?: AbortSignal;
 }
 
 /** the wasm backend's extra: how many memories hold its weights and activations */
@@ -297,7 +299,7 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
   // (the pmaddubsw lowering saturates pairs to int16; Node 20's V8 doubles a zero accumulator's sum)
   const dotAddUnsigned = variant === "relaxed" && kernels.probeDotAdd(-128, 255, 0) === -130560 && kernels.probeDotAdd(-128, 255, 7) === -130553 && kernels.probeDotAdd(127, 255, 0) === 129540;
 
-  const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, first, threads) : undefined;
+  const pool: ThreadPool | undefined = threads > 1 ? await createThreadPool(module, first, threads, options.signal) : undefined;
   // a memory opened for weights is known to every worker before anything runs in it
   memories.onOpen = (space) => pool?.addSpace(space);
   const reference = createReferenceBackend();

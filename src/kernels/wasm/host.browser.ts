@@ -112,6 +112,14 @@ export interface KernelWorkerInit {
   mailbox: SharedArrayBuffer;
 }
 
+/**
+ * How long a kernel worker may take to answer its start message, in milliseconds. It answers
+ * once it has fetched its script and instantiated the compiled kernels: milliseconds, a second or
+ * two on a busy machine. One that has not answered in 30 s never will (another build's script, a
+ * blocked fetch): the load ends with that instead of waiting forever where it has no signal.
+ */
+export const KERNEL_WORKER_START_MS = 30_000;
+
 export function spawnKernelWorker(start: WorkerStart): KernelThread {
   const { workerUrl } = ready();
   const Worker = need("Worker", "wasm backend threads");
@@ -119,7 +127,12 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
   const worker = new Worker(workerUrl, { type: "module", name: `tsllm kernels ${start.thread}` });
   // every way the worker can fail to start rejects this, naming its script (the pool awaits it)
   const script = `kernel worker ${workerUrl.href}`;
+  let startTimer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = (): void => undefined;
   const started = new Promise<void>((resolve, reject) => {
+    // a worker terminated before it answered (an aborted load) answers nothing: its start settles here
+    stopped = () => reject(new Error(`${script} was stopped before it answered its start message`));
+    startTimer = setTimeout(() => reject(new Error(`${script} did not answer its start message in ${KERNEL_WORKER_START_MS / 1000} s`)), KERNEL_WORKER_START_MS);
     worker.onmessage = (e) => {
       const m = e.data as { ready?: boolean; error?: string };
       if (m.ready) resolve();
@@ -132,7 +145,7 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
     };
     // its answer could not be read here: it never arrives
     worker.onmessageerror = () => reject(new Error(`${script}: its answer to the start message could not be read (messageerror)`));
-  });
+  }).finally(() => clearTimeout(startTimer));
   const init: KernelWorkerInit = { start, mailbox };
   worker.postMessage(init);
   return {
@@ -149,6 +162,9 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
     },
     // the worker leaves its loop on STOP and closes itself
     close: () => undefined,
-    terminate: () => worker.terminate(),
+    terminate: () => {
+      worker.terminate();
+      stopped();
+    },
   };
 }

@@ -1,4 +1,4 @@
-import { ClaimState, COMPLETED, FAILED, GEN, KIND, MAIN_WAITING, NEXT, RECORD_BYTES, RECORDS, ROWS, SLEEPERS, SPACE, SPIN_MS, STEALABLE, STOP } from "./control.js";
+import { ClaimState, COMPLETED, FAILED, GEN, KIND, LEFT_STOPPED, LEFT_STRIDE, MAIN_WAITING, NEXT, RECORD_BYTES, RECORDS, ROWS, SLEEPERS, SPACE, SPIN_MS, STEALABLE, STOP } from "./control.js";
 import type { KernelExports } from "./module.js";
 import { spawnKernelWorker, type KernelThread } from "./host.js";
 import type { SpaceAnnouncement } from "./worker-loop.js";
@@ -74,15 +74,19 @@ function nextWord(space: PoolSpace): BigInt64Array {
   return new BigInt64Array(space.memory.buffer, space.ctrl + NEXT * 4, 1);
 }
 
-export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number): Promise<ThreadPool> {
+/**
+ * Starts the workers. `signal` ends the wait for them (a worker that never answers its start
+ * held it forever, and its thread with it): they are stopped and the pool's start rejects.
+ */
+export async function createThreadPool(module: WebAssembly.Module, first: PoolSpace, threads: number, signal?: AbortSignal): Promise<ThreadPool> {
   if (!mayBlock()) throw new Error(`wasm backend: ${threads} threads need a thread that may block in Atomics.wait (a Worker or Node's main thread), not a page's main thread: run the model in a Worker (the browser engine's worker does) or use threads: 1`);
   const { memory, ctrl, f16Table } = first;
   const control = first.control;
   const spaces: PoolSpace[] = [first];
   /** per space: NEXT and NEXT_TAG as the one 64-bit word claim() compares and swaps */
   const nextWords: BigInt64Array[] = [nextWord(first)];
-  /** the GEN of each worker's last finished work() (16 words apart: a cache line each) */
-  const left = new Int32Array(new SharedArrayBuffer(threads * 64));
+  /** per worker, a cache line of LEFT_STRIDE words: the GEN of its last finished work(), and whether it stopped for good (LEFT_STOPPED) */
+  const left = new Int32Array(new SharedArrayBuffer(threads * LEFT_STRIDE * 4));
   let gen = Atomics.load(control, GEN);
   let stolenClaims = 0;
   const recordViews = new Map<PoolSpace, Int32Array>();
@@ -97,12 +101,12 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   try {
     const starting: Promise<void>[] = [];
     for (let i = 1; i < threads; i++) {
-      left[i * 16] = gen;
+      left[i * LEFT_STRIDE] = gen;
       const worker = spawnKernelWorker({ module, memory, ctrl, f16Table, thread: i, left: left.buffer as SharedArrayBuffer });
       workers.push(worker);
       starting.push(started(worker, i));
     }
-    await Promise.all(starting);
+    await untilStartedOrAborted(Promise.all(starting), signal);
   } catch (e) {
     close();
     for (const w of workers) w.terminate();
@@ -110,11 +114,34 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   }
   for (const w of workers) w.detach();
 
-  /** after a failure: waits until every worker has left job `tag` (they may still be writing its memory) */
+  /** after a failure: waits until every worker has left job `tag` (they may still be writing its memory); a worker that stopped never does */
   function waitAllLeft(tag: number): void {
     for (let t = 1; t < threads; t++) {
-      while (Atomics.load(left, t * 16) !== tag) Atomics.wait(left, t * 16, Atomics.load(left, t * 16), 1);
+      const at = t * LEFT_STRIDE;
+      while (Atomics.load(left, at) !== tag) {
+        throwIfWorkerStopped();
+        Atomics.wait(left, at, Atomics.load(left, at), 1);
+      }
     }
+  }
+
+  /** why this pool runs no job any more: a worker stopped for good (every later run throws it) */
+  let stoppedWorker: string | undefined;
+
+  /**
+   * Throws once a worker's loop has stopped for good (LEFT_STOPPED): it never completes the rows
+   * it claimed nor leaves a job, so the waits for it held this thread forever. The rows it left
+   * half written and the threads the jobs were cut for are not recovered: the backend is done.
+   */
+  function throwIfWorkerStopped(): void {
+    // (a plain loop: this runs before every job)
+    for (let t = 1; stoppedWorker === undefined; t++) {
+      if (t === threads) return;
+      if (Atomics.load(left, t * LEFT_STRIDE + LEFT_STOPPED) === 0) continue;
+      const why = workers[t - 1]!.takeErrors().join("; ") || "no message";
+      stoppedWorker = `wasm backend: kernel worker ${t} stopped: ${why}; the backend cannot run without it: load the model again`;
+    }
+    throw new Error(stoppedWorker);
   }
 
   /**
@@ -156,6 +183,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
         waitAllLeft(tag);
         throwIfWorkerFailed();
       }
+      throwIfWorkerStopped();
       const now = performance.now();
       if (since < 0) since = now;
       else if (stealable && now - since > STEAL_AFTER_MS) {
@@ -181,6 +209,7 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   function run(index = 0): void {
     const job = spaces[index];
     if (!job) throw new Error(`wasm backend: no memory ${index} (the pool knows ${spaces.length})`);
+    throwIfWorkerStopped();
     gen = (gen + 1) | 0;
     const rows = job.control[ROWS]!;
     Atomics.store(job.control, COMPLETED, 0);
@@ -235,4 +264,16 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     },
     close,
   };
+}
+
+/** `started`, or a rejection as soon as `signal` aborts (the caller stops the workers) */
+function untilStartedOrAborted(started: Promise<unknown>, signal: AbortSignal | undefined): Promise<unknown> {
+  if (!signal) return started;
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new Error("wasm backend: aborted while its kernel workers started"));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  return Promise.race([started, aborted]).finally(() => signal.removeEventListener("abort", onAbort));
 }

@@ -8,7 +8,7 @@
  * never hangs on it. worker.ts (Node worker_threads) and src/browser/kernel-worker.ts (a Web
  * Worker) start it, each with its host's link to the main thread.
  */
-import { FAILED, GEN, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
+import { FAILED, GEN, LEFT_STOPPED, LEFT_STRIDE, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
 import type { SpaceAnnouncement, WorkerStart } from "./protocol.js";
 
@@ -38,7 +38,12 @@ interface Space {
   ctrl: number;
 }
 
-const describe = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+export const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+
+/** tells the main thread's waits that this worker's loop has stopped for good (LEFT_STOPPED); its host has left why in its error channel first */
+export function markStopped(init: WorkerStart): void {
+  Atomics.store(new Int32Array(init.left), init.thread * LEFT_STRIDE + LEFT_STOPPED, 1);
+}
 
 /** runs the worker until the main thread sets STOP */
 export async function runKernelWorker(init: WorkerStart, link: WorkerLink): Promise<void> {
@@ -53,7 +58,7 @@ export async function runKernelWorker(init: WorkerStart, link: WorkerLink): Prom
   try {
     spaces[0] = { kernels: instantiate(memory, init.f16Table), ctrl };
   } catch (e) {
-    link.startFailed(describe(e));
+    link.startFailed(describeError(e));
     return;
   }
   const control = new Int32Array(memory.buffer, ctrl, 64);
@@ -89,10 +94,10 @@ export async function runKernelWorker(init: WorkerStart, link: WorkerLink): Prom
       }
       job.kernels.work(job.ctrl, gen, thread);
     } catch (e) {
-      link.kernelFailed(describe(e));
+      link.kernelFailed(describeError(e));
       Atomics.store(control, FAILED, 1);
     }
-    Atomics.store(left, thread * 16, gen);
+    Atomics.store(left, thread * LEFT_STRIDE, gen);
   }
   link.close();
 }
