@@ -1193,6 +1193,21 @@ test("dependentRequired: where a key is present so are the keys it names (before
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
+test("minProperties, dependentRequired and contains over thousands of keys or elements are refused in one line naming the keyword (the rule cap, or one raised past what the stack builds), never a RangeError", () => {
+  const many = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: "integer" }]));
+  const cases: [JsonSchema, number | undefined, RegExp][] = [
+    [{ type: "object", properties: many(4000), maxProperties: 1 }, undefined, /^the schema needs more than 5000 grammar rules$/],
+    [{ type: "array", contains: { const: 1 }, minContains: 3000 }, undefined, /^#\/contains: too many grammar states to build/],
+    [{ type: "array", contains: { const: 1 }, minContains: 9000 }, 1e6, /^#\/contains: too many grammar states to build/],
+    [{ type: "object", properties: many(9000), maxProperties: 1 }, 1e6, /^#\/maxProperties: too many grammar states to build/],
+    [{ type: "object", properties: many(9000), dependentRequired: { p0: ["p8999"] } }, 1e6, /^#\/dependentRequired: too many grammar states to build/],
+  ];
+  for (const [schema, maxRules, message] of cases) {
+    // (which limit comes first depends on the stack's size: either is the one line)
+    assert.throws(() => jsonSchemaToGbnf(schema, maxRules === undefined ? {} : { maxRules }), (e: Error) => e.name === "GrammarError" && (message.test(e.message) || /^the schema needs more than \d+ grammar rules$/.test(e.message)), String(message));
+  }
+});
+
 test("a required name that is no property is a key of additionalProperties' schema (any value where it says nothing), as ajv reads it (it was refused as not among the properties); allOf of objects keeps each part's additionalProperties for other keys", () => {
   const texts = ["{}", '{"a":1}', '{"a":"x"}', '{"b":1}', '{"a":{"x":[1]}}', '{"a":1,"b":2}', '{"b":1,"a":"x"}', '{"b":"s","a":1}', '{"b":1,"a":1}', '{"b":1,"a":"x","c":"y"}', '{"b":1,"a":"x","c":1}'];
   // (the grammar writes the properties in the schema's order, then a required other key, then any others: texts in that order)

@@ -161,6 +161,19 @@ function besidePart(beside: Record<string, unknown>): Record<string, unknown> {
   return beside;
 }
 
+/**
+ * `build()`, a rule builder that recurses once per key or element (its states are bounded by the
+ * rule cap, but a raised cap lets them outgrow the stack): a stack overflow as the schema's refusal
+ */
+function withinStack<T>(at: string, build: () => T): T {
+  try {
+    return build();
+  } catch (e) {
+    if (e instanceof RangeError && /call stack/i.test(e.message)) throw new GrammarError(`${at}: too many grammar states to build (the keys or elements counted run deeper than the stack)`);
+    throw e;
+  }
+}
+
 /** an allOf of `parts`, each with the path it was written at (what a fault in it names) */
 function allOfAt(parts: readonly (readonly [unknown, string])[]): Record<string, unknown> {
   const s = { allOf: parts.map(([p]) => p) };
@@ -1152,7 +1165,7 @@ class Converter {
       made.set(id, rule);
       return rule;
     };
-    const body = rest(0, 0);
+    const body = withinStack(at, () => rest(0, 0));
     this.space();
     return this.add(name, `"[" space ${body} "]" space`);
   }
@@ -1470,7 +1483,7 @@ class Converter {
       made.set(id, rule);
       return rule;
     };
-    const body = rest(0, 0);
+    const body = withinStack(`${path}/${s["maxProperties"] !== undefined ? "maxProperties" : "minProperties"}`, () => rest(0, 0));
     if (body === null) {
       const reason = extra !== undefined
         ? `the ${keys.length} named properties and one other key (a grammar cannot keep two other keys apart: a key written twice is one property to a validator)`
@@ -1503,6 +1516,10 @@ class Converter {
     // a key whose needs include a name that is never written is never written itself
     const never = new Set([...needs].filter(([, list]) => list.some((x) => !keys.includes(x))).map(([k]) => k));
     for (const k of never) if (required.has(k)) throw new GrammarError(`${at}/${k}: "${k}" is required, but needs ${JSON.stringify(needs.get(k)!.find((x) => !keys.includes(x)))}, which no object here has`);
+    // (each key's place, and the keys that need it: looked up per state, not searched)
+    const place = new Map(keys.map((k, i) => [k, i]));
+    const neededBy = new Map<string, string[]>();
+    for (const [d, list] of needs) for (const x of list) neededBy.set(x, [...(neededBy.get(x) ?? []), d]);
     const made = new Map<string, string | null>();
     const rest = (i: number, must: ReadonlySet<string>, banned: ReadonlySet<string>, wrote: boolean): string | null => {
       const id = `${i}|${[...must].sort().join(",")}|${[...banned].sort().join(",")}|${wrote}`;
@@ -1512,7 +1529,7 @@ class Converter {
         alts.push('""');
         if (extra !== undefined) alts.push(wrote ? `("," space ${extra})+` : `${extra} ("," space ${extra})*`);
       } else {
-        const k = keys[i]!, later = new Set(keys.slice(i + 1));
+        const k = keys[i]!, later = { has: (x: string) => (place.get(x) ?? -1) > i };
         if (!banned.has(k) && !never.has(k)) {
           // written: the later keys it needs are required
           const then = rest(i + 1, new Set([...must, ...(needs.get(k) ?? []).filter((x) => later.has(x))]), banned, true);
@@ -1520,7 +1537,7 @@ class Converter {
         }
         if (!must.has(k) && !required.has(k)) {
           // passed over: the later keys that need it are ruled out
-          const nowBanned = new Set([...banned, ...[...needs].filter(([d, list]) => later.has(d) && list.includes(k)).map(([d]) => d)]);
+          const nowBanned = new Set([...banned, ...(neededBy.get(k) ?? []).filter((d) => later.has(d))]);
           const skip = rest(i + 1, must, nowBanned, wrote);
           if (skip !== null) alts.push(skip);
         }
@@ -1529,7 +1546,7 @@ class Converter {
       made.set(id, rule);
       return rule;
     };
-    const body = rest(0, new Set(), new Set(), false);
+    const body = withinStack(at, () => rest(0, new Set(), new Set(), false));
     if (body === null) throw new GrammarError(`${at}: no object satisfies it beside required`);
     return this.add(name, `"{" space ${body} "}" space`);
   }
