@@ -79,42 +79,65 @@ function rankClass(cp: number): void {
   }
 }
 
-/** a run's decomposition in canonical order (normalizeForm) */
+/**
+ * a run's decomposition in canonical order (normalizeForm): the run itself where every character
+ * is its own decomposition and their classes do not go down between class-0 characters (one mark
+ * repeated: nothing to do), else each stretch between class-0 characters sorted by class (a
+ * counting sort, stable), in typed arrays (number arrays and a bucket per class took ~0.17 s per
+ * megabyte)
+ */
 function canonicalOrder(run: string, compat: boolean): string {
   const cache = DECOMPOSED[compat ? 1 : 0]!;
-  const decomposed: number[] = [];
+  let ordered = true, last = 0, n = 0;
   for (let i = 0; i < run.length;) {
     const cp = run.codePointAt(i)!;
     i += cp > 0xffff ? 2 : 1;
     let d = cache.get(cp);
     if (d === undefined) {
       cache.set(cp, (d = [...String.fromCodePoint(cp).normalize(compat ? "NFKD" : "NFD")].map((x) => x.codePointAt(0)!)));
-      // every rank known before any is used: a new class among them renumbers the others
-      for (const c of d) if (!CLASS_RANK.has(c)) rankClass(c);
+      // every rank known before any is used: a new class among them renumbers the others (and
+      // `last` with them: the run is sorted then)
+      for (const c of d) if (!CLASS_RANK.has(c)) { rankClass(c); ordered = false; }
     }
-    for (let j = 0; j < d.length; j++) decomposed.push(d[j]!);
+    n += d.length;
+    if (ordered && d.length === 1 && d[0] === cp) {
+      const r = CLASS_RANK.get(cp)!;
+      if (r !== 0 && r < last) ordered = false;
+      else last = r;
+    } else ordered = false;
   }
+  if (ordered) return run;
   for (const d of cache.values()) for (const c of d) if (!CLASS_RANK.has(c)) rankClass(c);
-  const out: number[] = [];
-  // the non-starters since the last class-0 character, by rank
-  const buckets: number[][] = [];
-  let pending = 0;
-  const flush = () => {
-    for (const b of buckets) if (b !== undefined && b.length > 0) { for (let j = 0; j < b.length; j++) out.push(b[j]!); b.length = 0; }
-    pending = 0;
-  };
-  for (let i = 0; i < decomposed.length; i++) {
-    const c = decomposed[i]!, r = CLASS_RANK.get(c)!;
-    if (r > 0) {
-      (buckets[r] ??= []).push(c);
-      pending++;
-    } else {
-      if (pending > 0) flush();
-      out.push(c);
-    }
+  const decomposed = new Uint32Array(n), ranks = new Uint16Array(n);
+  let top = 0;
+  for (let i = 0, k = 0; i < run.length;) {
+    const cp = run.codePointAt(i)!;
+    i += cp > 0xffff ? 2 : 1;
+    const d = cache.get(cp)!;
+    for (let j = 0; j < d.length; j++, k++) top = Math.max(top, (ranks[k] = CLASS_RANK.get((decomposed[k] = d[j]!))!));
   }
-  if (pending > 0) flush();
-  let text = "";
-  for (let i = 0; i < out.length; i += 4096) text += String.fromCodePoint(...out.slice(i, i + 4096));
-  return text;
+  // UTF-16 out: at most two units per code point
+  const out = new Uint16Array(2 * n);
+  const count = new Uint32Array(top + 2);
+  const sorted = new Uint32Array(n);
+  let u = 0;
+  const put = (c: number): void => {
+    if (c > 0xffff) {
+      out[u++] = 0xd800 + ((c - 0x10000) >> 10);
+      out[u++] = 0xdc00 + ((c - 0x10000) & 0x3ff);
+    } else out[u++] = c;
+  };
+  for (let i = 0; i < n;) {
+    if (ranks[i] === 0) { put(decomposed[i]!); i++; continue; }
+    // the stretch of non-starters [i, e): each placed after the smaller classes, in the order given
+    let e = i;
+    count.fill(0);
+    for (; e < n && ranks[e] !== 0; e++) count[ranks[e]! + 1]!++;
+    for (let r = 1; r <= top + 1; r++) count[r]! += count[r - 1]!;
+    for (let j = i; j < e; j++) sorted[count[ranks[j]!]!++] = decomposed[j]!;
+    for (let j = 0; j < e - i; j++) put(sorted[j]!);
+    i = e;
+  }
+  return UTF16.decode(out.subarray(0, u));
 }
+const UTF16 = new TextDecoder("utf-16le");
