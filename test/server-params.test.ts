@@ -116,6 +116,31 @@ describe("request parameters on stories260K", { skip }, () => {
     }
   });
 
+  test("/v1/completions takes llama-server's mixed prompts: ids and strings in one list are one prompt, a list of prompts may mix strings, id lists and mixed lists", async () => {
+    // the judge: llama-server's tokenize_input_prompts / tokenize_mixed: each string tokenized in
+    // its place, BOS only where a string opens the list; the answer equals the same ids sent as ids
+    const tok = s.model.tokenizer;
+    const once = tok.encode("Once upon", { addSpecialTokens: true });
+    const time = tok.encode(" a time", { addSpecialTokens: false });
+    const greedy = async (prompt: unknown) => {
+      const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 6, temperature: 0, echo: true });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return { texts: (r.json.choices as { text: string }[]).map((c) => c.text), tokens: r.json.usage.prompt_tokens as number };
+    };
+    const ids = await greedy([...once, ...time]);
+    assert.deepEqual(await greedy(["Once upon", ...time]), ids);
+    assert.deepEqual(await greedy([...once, " a time"]), ids);
+    const several = await greedy(["Once upon a time", [...once, " a time"], [...once, ...time]]);
+    assert.equal(several.texts.length, 3);
+    assert.deepEqual(several.texts.slice(1), [ids.texts[0], ids.texts[0]]);
+    // still refused: a list of lists of strings alone, an id out of the vocabulary among strings
+    for (const prompt of [[["Once", "upon"]], ["Once", 1e6]]) {
+      const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 2 });
+      assert.equal(r.status, 400, JSON.stringify(prompt));
+      assert.equal(r.json.error.param, "prompt");
+    }
+  });
+
   test("a schema fault names its exact spot in param: response_format's schema and a strict function's parameters", async () => {
     const obj = (properties: Record<string, object>) => ({ type: "object", properties, required: Object.keys(properties), additionalProperties: false });
     const format = (schema: object, strict?: boolean) => ({ type: "json_schema", json_schema: { name: "x", schema, ...(strict ? { strict } : {}) } }) as OpenAI.ResponseFormatJSONSchema;

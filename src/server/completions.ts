@@ -3,6 +3,7 @@ import type { ServerResponse } from "node:http";
 import { ChatTemplateError, continuesReasoning } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
@@ -154,9 +155,9 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     ctx.admissible(given.length, options.n ?? 1, "prompt");
     // tokenized a slice at a time: a multi-megabyte prompt must not stop /health and the other requests
     prompts = [];
-    for (const p of given) prompts.push(typeof p === "string" ? await model.tokenizer.encodeAsync(p, { addSpecialTokens: true }) : p);
+    for (const p of given) prompts.push(typeof p === "string" ? await model.tokenizer.encodeAsync(p, { addSpecialTokens: true }) : await mixedPrompt(model.tokenizer, p));
     // a prompt of token ids is echoed as their text
-    if (echo) echoed = given.map((p) => (typeof p === "string" ? p : model.tokenizer.decode(p, { skipSpecialTokens: true })));
+    if (echo) echoed = given.map((p, i) => (typeof p === "string" ? p : model.tokenizer.decode(prompts[i]!, { skipSpecialTokens: true })));
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;
@@ -201,6 +202,19 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
   const tokens = nMax ?? draft.tokens;
   if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
+}
+
+/**
+ * A prompt of token ids, with llama-server's texts among them (tokenize_mixed): each text
+ * tokenized in its place, with the model's special tokens (BOS) only where a text opens the list
+ */
+async function mixedPrompt(tokenizer: Tokenizer, parts: readonly (number | string)[]): Promise<number[]> {
+  const out: number[] = [];
+  for (const [i, p] of parts.entries()) {
+    if (typeof p === "number") out.push(p);
+    else out.push(...(await tokenizer.encodeAsync(p, { addSpecialTokens: i === 0 })));
+  }
+  return out;
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */

@@ -91,19 +91,30 @@ function contentOf(content: unknown, where: string, role: string): string {
   }).join("\n");
 }
 
-/** `prompt` of a text completion: a string, strings, token ids, or arrays of token ids */
-export function promptsOf(body: Body, vocabSize: number): (string | number[])[] {
+/**
+ * One prompt of a text completion: a string, token ids, or llama-server's mix of the two in one
+ * list (`[12, 34, "text", 56]`: the ids as given, each text tokenized in its place)
+ */
+export type PromptInput = string | (number | string)[];
+
+/**
+ * `prompt` of a text completion: a string, strings, token ids, or arrays of token ids (OpenAI's
+ * four forms), and llama-server's mixed ones: token ids and strings in one list are one prompt,
+ * and a list of prompts may hold strings, id lists and mixed lists side by side (its
+ * tokenize_input_prompts: a list holding an id at its top level is one prompt)
+ */
+export function promptsOf(body: Body, vocabSize: number): PromptInput[] {
   const v = body.prompt;
-  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids", v === undefined ? "missing_required_parameter" : "invalid_type");
+  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids (llama-server's lists of token ids and strings mixed too)", v === undefined ? "missing_required_parameter" : "invalid_type");
   if (typeof v === "string") return [v];
   if (!Array.isArray(v) || v.length === 0) throw bad();
-  const ids = (a: unknown[]): number[] => {
-    for (const t of a) if (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize) throw invalid("prompt", `'prompt' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
-    return a as number[];
+  const checked = (a: unknown[]): (number | string)[] => {
+    for (const t of a) if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid("prompt", `'prompt' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
+    return a as (number | string)[];
   };
-  if (v.every((p) => typeof p === "string")) return v as string[];
-  if (v.every((p) => typeof p === "number")) return [ids(v)];
-  if (v.every((p) => Array.isArray(p) && p.length > 0)) return (v as unknown[][]).map(ids);
+  // (a list of strings alone is several prompts; one with an id among them is one prompt)
+  if (v.some((p) => typeof p === "number")) return [checked(v)];
+  if (v.every((p) => typeof p === "string" || (Array.isArray(p) && p.length > 0 && p.some((t) => typeof t === "number")))) return v.map((p: unknown) => (typeof p === "string" ? p : checked(p as unknown[])));
   throw bad();
 }
 
