@@ -49,6 +49,10 @@ test("contradictory or out-of-range hyper-parameters fail at load naming the fil
     [tinyLlama, "huge-rope-dims", { "llama.rope.dimension_count": i32(2 ** 30) }, /llama\.rope\.dimension_count.*even number of rotated dimensions in \[2, head size 64\], found 1073741824/],
     [tinyLlama, "odd-rope-dims", { "llama.rope.dimension_count": i32(33) }, /llama\.rope\.dimension_count.*found 33/],
     [tinyLlama, "zero-rope-base", { "llama.rope.freq_base": f32(0) }, /llama\.rope\.freq_base.*positive RoPE frequency base, found 0/],
+    // these three were taken as factor 1 without a word: a silently unscaled model
+    [tinyLlama, "negative-rope-factor", { "llama.rope.scaling.type": ggufEntry.string("linear"), "llama.rope.scaling.factor": f32(-2) }, /llama\.rope\.scaling\.factor.*linear RoPE scaling factor in \(0, 1e6\] \(0: not scaled\), found -2/],
+    [tinyLlama, "nan-rope-factor", { "llama.rope.scaling.type": ggufEntry.string("linear"), "llama.rope.scaling.factor": f32(NaN) }, /llama\.rope\.scaling\.factor.*found NaN/],
+    [tinyLlama, "infinite-rope-factor", { "llama.rope.scaling.type": ggufEntry.string("linear"), "llama.rope.scaling.factor": f32(Infinity) }, /llama\.rope\.scaling\.factor.*found Infinity/],
     [tinyLlama, "negative-eps", { "llama.attention.layer_norm_rms_epsilon": f32(-1e-5) }, /llama\.attention\.layer_norm_rms_epsilon.*norm epsilon in \(0, 1\)/],
     [tinyLlama, "zero-layers", { "llama.block_count": i32(0) }, /llama\.block_count.*found 0/],
     [tinyLlama, "fractional-head-size", { "llama.attention.head_count": i32(3), "llama.attention.head_count_kv": i32(3) }, /llama\.attention\.key_length.*head size 85\.33/],

@@ -68,6 +68,10 @@ export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightS
   if (scalingType !== "none" && scalingType !== "linear") {
     throw new GGUFError(meta.path, key("rope.scaling.type"), `unsupported RoPE scaling "${scalingType}" (supported: none, linear; llama3 scaling comes as rope_freqs.weight)`);
   }
+  // 0 is llama.cpp's "not scaled"; a negative, NaN or infinite factor was taken as 1 without a word (config.json's rope_scaling is bounded alike)
+  if (!(Number.isFinite(scalingFactor) && scalingFactor >= 0 && scalingFactor <= 1e6)) {
+    throw new GGUFError(meta.path, key("rope.scaling.factor"), `expected a linear RoPE scaling factor in (0, 1e6] (0: not scaled), found ${scalingFactor}`);
+  }
   const { headDim } = shape, { ropeDim } = shape.rope;
   const vocabSize = store.info("token_embd.weight").dims[1]!;
   return {
