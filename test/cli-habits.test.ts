@@ -226,6 +226,19 @@ test("a stray argument (tsllm inspect model.gguf, convert DIR as llama.cpp's con
   }
 });
 
+test("tsllm help COMMAND (git help's, ollama help's habit) prints that command's help, as COMMAND --help; an unknown one or a second argument is one line", () => {
+  for (const command of ["generate", "quantize", "tokenize"]) {
+    const r = tsllm(["help", command]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout, tsllm([command, "--help"]).stdout);
+    assert.match(r.stdout, new RegExp(`^Usage: tsllm ${command} `));
+  }
+  assert.deepEqual(tsllm(["help", "genrate"]), { code: 2, stdout: "", stderr: 'tsllm: error: unknown command "genrate" (did you mean "generate"?)\n' });
+  assert.deepEqual(tsllm(["help", "generate", "quantize"]), { code: 2, stdout: "", stderr: "tsllm: error: unexpected argument 'quantize' (help takes one command: tsllm help generate)\n" });
+  // alone, the list of commands, which says so
+  assert.match(tsllm(["help"]).stdout, /^Usage: tsllm <command> [\s\S]*"tsllm help <command>"/);
+});
+
 test("a mistyped option or command: one line naming the closest one; a name like none lists where to look", () => {
   for (const [args, message] of [
     [["generate", "--model", "x.gguf", "--prompt", "hi", "--seeds", "1"], "tsllm: error: unknown option --seeds (did you mean --seed?)\n"],

@@ -3,15 +3,16 @@ import { readFileSync } from "node:fs";
 import { NoChatTemplateError } from "../chat/index.js";
 import { printable } from "../units/index.js";
 import { closest, UsageError } from "./args.js";
-import { COMMANDS } from "./commands.js";
+import { COMMANDS, type Command } from "./commands.js";
 
 const usage = `Usage: tsllm <command> [options]   (tsllm --version)
 
 Commands:
 ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`).join("\n")}
 
-Run "tsllm <command> --help" for a command's options. llama.cpp's spellings of them work too
-(-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r, --temp, --n-predict); -ngl is taken and ignored.
+Run "tsllm <command> --help" or "tsllm help <command>" for a command's options. llama.cpp's
+spellings of them work too (-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r, --temp, --n-predict);
+-ngl is taken and ignored.
 `;
 
 /** ollama's and llama.cpp's names for tsllm's commands (ollama run, ollama pull, llama-server, ...) */
@@ -19,6 +20,12 @@ const OTHER_TOOLS_NAMES: Record<string, string> = { run: "chat", pull: "download
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // `tsllm help generate`, as `git help` / `ollama help run`: that command's help, not the list
+  if (command === "help" && rest.length > 0) {
+    if (rest.length > 1) throw new UsageError(`unexpected argument '${rest[1]}' (help takes one command: tsllm help ${rest[0]})`);
+    process.stdout.write(commandNamed(rest[0]!).help);
+    return 0;
+  }
   if (command === undefined || command === "--help" || command === "-h" || command === "help") {
     process.stdout.write(usage);
     return command === undefined ? 2 : 0;
@@ -31,14 +38,17 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`tsllm ${pkg.version}\n`);
     return 0;
   }
-  const cmd = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
-  if (!cmd) {
-    if (command.startsWith("-")) throw new UsageError(`tsllm takes a command first, then its options: tsllm generate ${command} ... (commands: ${Object.keys(COMMANDS).join(", ")})`);
-    const suggestion = Object.hasOwn(OTHER_TOOLS_NAMES, command) ? OTHER_TOOLS_NAMES[command] : closest(command, Object.keys(COMMANDS));
-    throw new UsageError(`unknown command "${command}"${suggestion ? ` (did you mean "${suggestion}"?)` : ` (commands: ${Object.keys(COMMANDS).join(", ")})`}`);
-  }
-  const status = await cmd.run(rest);
+  const status = await commandNamed(command).run(rest);
   return typeof status === "number" ? status : 0;
+}
+
+/** the command `name`, else a usage error naming the closest one (or the other tool's name for it) */
+function commandNamed(name: string): Command {
+  const cmd = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (cmd) return cmd;
+  if (name.startsWith("-")) throw new UsageError(`tsllm takes a command first, then its options: tsllm generate ${name} ... (commands: ${Object.keys(COMMANDS).join(", ")})`);
+  const suggestion = Object.hasOwn(OTHER_TOOLS_NAMES, name) ? OTHER_TOOLS_NAMES[name] : closest(name, Object.keys(COMMANDS));
+  throw new UsageError(`unknown command "${name}"${suggestion ? ` (did you mean "${suggestion}"?)` : ` (commands: ${Object.keys(COMMANDS).join(", ")})`}`);
 }
 
 /**
