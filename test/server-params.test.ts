@@ -141,6 +141,29 @@ describe("request parameters on stories260K", { skip }, () => {
     }
   });
 
+  test("content parts as OpenAI's client sends a conversation back: an assistant's refusal part, input_text / output_text, read as their text, as vLLM reads them", async () => {
+    // the judge: OpenAI's reference (an assistant message's content: text or refusal parts) and
+    // vLLM's content-part parser (text, input_text, output_text and refusal are text); the prompt
+    // equals the one with the same words as strings
+    const ask = async (messages: unknown) => {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages, max_tokens: 6, temperature: 0 });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return [r.json.usage.prompt_tokens, r.json.choices[0].message.content];
+    };
+    const want = await ask([{ role: "user", content: "Once upon" }, { role: "assistant", content: "I cannot." }, { role: "user", content: "a time" }]);
+    assert.deepEqual(await ask([
+      { role: "user", content: [{ type: "input_text", text: "Once upon" }] },
+      { role: "assistant", content: [{ type: "refusal", refusal: "I cannot." }] },
+      { role: "user", content: [{ type: "text", text: "a time" }] },
+    ]), want);
+    assert.deepEqual(await ask([{ role: "user", content: "Once upon" }, { role: "assistant", content: [{ type: "output_text", text: "I cannot." }] }, { role: "user", content: "a time" }]), want);
+    // a part of a known type without its string is still the request's fault, named
+    const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }, { role: "assistant", content: [{ type: "refusal", text: "no" }] }] });
+    assert.equal(bad.status, 400);
+    assert.equal(bad.json.error.param, "messages[1].content[0]");
+    assert.match(bad.json.error.message, /without its 'refusal' string/);
+  });
+
   test("a schema fault names its exact spot in param: response_format's schema and a strict function's parameters", async () => {
     const obj = (properties: Record<string, object>) => ({ type: "object", properties, required: Object.keys(properties), additionalProperties: false });
     const format = (schema: object, strict?: boolean) => ({ type: "json_schema", json_schema: { name: "x", schema, ...(strict ? { strict } : {}) } }) as OpenAI.ResponseFormatJSONSchema;

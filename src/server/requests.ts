@@ -73,6 +73,9 @@ function toolCallsOf(v: unknown, where: string): ChatMessage["tool_calls"] {
   });
 }
 
+/** content parts whose `text` is the message's text (OpenAI's chat part, the Responses API's two) */
+const TEXT_PARTS = new Set(["text", "input_text", "output_text"]);
+
 function contentOf(content: unknown, where: string, role: string): string {
   if (typeof content === "string") return content;
   if (content === null || content === undefined) {
@@ -82,10 +85,16 @@ function contentOf(content: unknown, where: string, role: string): string {
   if (!Array.isArray(content)) throw invalid(where, `'${where}' must be a string or an array of text parts`, "invalid_type");
   return content.map((part: unknown, j) => {
     const p = part as Body | null;
-    if (typeof p !== "object" || p === null || p.type !== "text" || typeof p.text !== "string") {
-      throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "text", text: string}: this model reads text only${p && typeof p.type === "string" ? ` (got a part of type ${JSON.stringify(p.type)})` : ""}`);
+    // the text a part holds: OpenAI's text part, an assistant's refusal part ({type: "refusal",
+    // refusal}: a client sending back an earlier reply), and the Responses API's input_text and
+    // output_text, as vLLM reads them all as text (refused, a conversation replayed as OpenAI's
+    // client holds it was a 400)
+    const key = p === null || typeof p !== "object" ? undefined : p.type === "refusal" ? "refusal" : TEXT_PARTS.has(p.type as string) ? "text" : undefined;
+    const text = key === undefined ? undefined : p![key];
+    if (typeof text !== "string") {
+      throw invalid(`${where}[${j}]`, `'${where}[${j}]' must be {type: "text", text: string} (or an assistant's {type: "refusal", refusal: string}): this model reads text only${p && typeof p.type === "string" ? ` (got a part of type ${JSON.stringify(p.type)}${key ? ` without its '${key}' string` : ""})` : ""}`);
     }
-    return p.text;
+    return text;
     // joined by a line break, as llama-server (common_chat_msg's concatenation of typed text) and
     // vLLM (a template taking string content) join text parts before the template sees them
   }).join("\n");
