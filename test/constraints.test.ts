@@ -1019,6 +1019,12 @@ test("patternProperties: keys of the patterns with values of their schema, a pro
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
     assert.ok(r.walks > 0, JSON.stringify(schema));
   }
+  // a property name is matched by the pattern's grammar, not by a RegExp: this one backtracks 2^40
+  // steps on the name (without the change the compile never returned)
+  const name = `${"a".repeat(40)}!`;
+  const slow = parseGbnf(jsonSchemaToGbnf({ type: "object", properties: { [name]: {} }, patternProperties: { "^(a+)+$": { type: "integer" } }, additionalProperties: false }));
+  assert.equal(accepts(slow, `{${JSON.stringify(name)}:"x","aaa":1}`), true);
+  assert.equal(accepts(slow, '{"aab":1}'), false);
   // additionalProperties unset beside patterns: other keys are not written (as beside properties; ajv would take them)
   const open = { type: "object", patternProperties: { "^x-": { type: "integer" } } } as const;
   const g = parseGbnf(jsonSchemaToGbnf(open));

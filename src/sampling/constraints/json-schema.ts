@@ -1337,7 +1337,7 @@ class Converter {
     const written = (s["properties"] ?? {}) as Record<string, unknown>;
     if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
-    const patterns = this.patterns(s, path);
+    const patterns = this.patterns(s, path, depth, [...new Set([...Object.keys(written), ...required])]);
     // an object without properties takes other keys unless additionalProperties says not (one with
     // them, or with patternProperties, does not)
     // (with no allOf / anyOf / $ref beside, which reach here merged, the keys unevaluatedProperties
@@ -1350,7 +1350,7 @@ class Converter {
     const ofPatterns: string[] = [];
     for (const r of required) {
       if (Object.hasOwn(written, r)) continue;
-      const also = patterns.filter(([, re]) => re.test(r)).map(([, , schema, at]): [unknown, string] => [schema, at]);
+      const also = patterns.filter(([, matches]) => matches.has(r)).map(([, , schema, at]): [unknown, string] => [schema, at]);
       if (also.length > 0) {
         props[r] = also.length === 1 ? also[0]![0] : allOfAt(also);
         keyAt.set(r, also[0]![1]);
@@ -1559,16 +1559,27 @@ class Converter {
     return this.add(`${name}-names-kv`, `${key} ":" space ${value}`);
   }
 
-  /** an object schema's patternProperties: each pattern, as ajv compiles it (the u flag), its schema and schema path */
-  private patterns(s: Record<string, unknown>, path: string): [string, RegExp, unknown, string][] {
+  /**
+   * An object schema's patternProperties: each pattern (one ajv compiles: the u flag), which of
+   * `names` it matches, its schema and schema path. The names are matched by the pattern's grammar,
+   * not by a RegExp, which a request's pattern could make backtrack for ever.
+   */
+  private patterns(s: Record<string, unknown>, path: string, depth: number, names: readonly string[]): [string, ReadonlySet<string>, unknown, string][] {
     const map = (s["patternProperties"] ?? {}) as Record<string, unknown>;
     return Object.entries(map).map(([p, schema]) => {
       const at = `${path}/patternProperties/${p}`;
       try {
-        return [p, new RegExp(p, "u"), schema, at];
+        // (compiled, never run)
+        new RegExp(p, "u");
       } catch (e) {
         throw new GrammarError(`${at}: not a regular expression JavaScript's RegExp reads with the u flag, as ajv compiles it: ${(e as Error).message}`);
       }
+      try {
+        checkPattern(p);
+      } catch (e) {
+        throw new GrammarError(`${at}: ${(e as Error).message}`);
+      }
+      return [p, new Set(this.admitted({ type: "string", pattern: p }, names, at, depth) as string[]), schema, at];
     });
   }
 
@@ -1581,12 +1592,12 @@ class Converter {
    * expression, which this does not write: each of those is refused naming it. Where
    * additionalProperties is unset the object takes no other keys (as beside properties).
    */
-  private patternKv(patterns: readonly [string, RegExp, unknown, string][], named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
+  private patternKv(patterns: readonly [string, ReadonlySet<string>, unknown, string][], named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
     if (additional !== undefined && additional !== false) throw new GrammarError(`${path}/additionalProperties: only false (or unset) is supported beside patternProperties: the keys no pattern matches are not written by a grammar here`);
     const [, , schema, at] = patterns[0]!;
-    for (const [p, re, other, otherAt] of patterns) {
+    for (const [p, matches, other, otherAt] of patterns) {
       if (canonicalJson(other) !== canonicalJson(schema)) throw new GrammarError(`${otherAt}: patterns with different schemas (also ${at}) are not supported: a key both match takes both schemas, which a grammar of one pattern per key cannot say`);
-      const clash = named.find((k) => re.test(k));
+      const clash = named.find((k) => matches.has(k));
       if (clash !== undefined) throw new GrammarError(`${otherAt}: the pattern ${JSON.stringify(p)} matches the property "${clash}": not supported (such a key could be written twice, the second escaping the property's schema)`);
     }
     const keys = patterns.map(([p, , , pAt], i) => this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt));
