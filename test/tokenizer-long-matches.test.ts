@@ -49,6 +49,17 @@ function withWindow<T>(chars: number, f: () => T): T {
   }
 }
 
+/** withWindow for an async `f`: the window stays set until its promise settles */
+async function withWindowAsync<T>(chars: number, f: () => Promise<T>): Promise<T> {
+  const before = longMatchWindow.chars;
+  longMatchWindow.chars = chars;
+  try {
+    return await f();
+  } finally {
+    longMatchWindow.chars = before;
+  }
+}
+
 /** the pieces of a cursor, and how many times it reported characters read instead */
 function piecesOf(text: string, patterns: RegExp[]): { pieces: string[]; reports: number } {
   const cursor = new PieceCursor(text, patterns, true);
@@ -109,7 +120,7 @@ async function assertWindowedIds(tok: HFTokenizer, ref: HFTokenizer, texts: read
   for (const text of texts) {
     const want = ref.encode(text, { addSpecialTokens: false });
     for (const chars of [5, longMatchWindow.chars]) {
-      const got = await withWindow(chars, () => idsAndTurns(tok, text));
+      const got = await withWindowAsync(chars, () => idsAndTurns(tok, text));
       assert.deepEqual(got[0], want, `window ${chars}: ${JSON.stringify(text.slice(0, 20))}`);
       assert.deepEqual(withWindow(chars, () => tok.encode(text, { addSpecialTokens: false, parseSpecial: false })), want);
     }
