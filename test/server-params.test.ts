@@ -114,6 +114,15 @@ describe("request parameters on stories260K", { skip }, () => {
       assert.equal(r.status, 400, JSON.stringify(extra));
       assert.equal(r.json.error.param, param, r.json.error.message);
     }
+    // a fault of the schema names the field it came in, down to its spot, on both routes
+    const unheld = { type: "array", uniqueItems: true };
+    for (const [extra, param] of [[{ json_schema: unheld }, "json_schema.uniqueItems"], [{ response_format: { type: "json_object", schema: unheld } }, "response_format.schema.uniqueItems"]] as const) {
+      for (const ask of [{ messages: base.messages }, { prompt: "Once" }]) {
+        const r = await post(`${s.url}/v1/${"prompt" in ask ? "completions" : "chat/completions"}`, { ...ask, ...extra, max_tokens: 4 });
+        assert.equal(r.status, 400, JSON.stringify(r.json));
+        assert.equal(r.json.error.param, param, r.json.error.message);
+      }
+    }
   });
 
   test("/v1/completions takes llama-server's mixed prompts: ids and strings in one list are one prompt, a list of prompts may mix strings, id lists and mixed lists", async () => {

@@ -285,7 +285,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
     for (const p of job.prompts) runs.push(submitOne(ctx, p, { ...job.options, signal: controller.signal }));
   } catch (e) {
     controller.abort();
-    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings });
+    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings, schema: responseFormatParam(job.options) });
   }
   return runs;
 }

@@ -67,17 +67,17 @@ const OPTION_PARAM: Record<string, string> = { logprobs: "logprobs", n: "n", jso
 /**
  * What Model.submit's synchronous validation errors mean for the client: the library's
  * OptionErrors (RequestError among them) become 400s naming the parameter their `option` stands
- * for (the prompt's and the token limit's as the request named them: `named.prompt`,
- * `named.maxTokens`); other RangeErrors and TypeErrors 400s without one; anything else is the
+ * for (the prompt's, the token limit's and the schema's as the request named them: `named.prompt`,
+ * `named.maxTokens`, `named.schema`); other RangeErrors and TypeErrors 400s without one; anything else is the
  * server's fault.
  */
-export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string; settings: SettingNames }): ApiError {
+export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string; settings: SettingNames; schema?: string }): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
   if (e instanceof OptionError) {
     let param = e.option === "prompt" ? named.prompt : e.option === "maxTokens" ? named.maxTokens : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
     // (a schema the grammar cannot hold: the spot in it its message names)
-    if (e.option === "jsonSchema") param = schemaFaultParam(param, message);
+    if (e.option === "jsonSchema") param = schemaFaultParam(named.schema ?? param, message);
     return new ApiError(400, inServerTerms(message, named.maxTokens, named.settings), "invalid_request_error", param, (e instanceof RequestError ? e.code : undefined) ?? "invalid_value");
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);

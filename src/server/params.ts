@@ -120,12 +120,12 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
   if (topSchema !== undefined && type !== "text") throw invalid("json_schema", "give 'json_schema' or a JSON 'response_format', not both");
   if (grammar !== undefined && type !== "text") throw invalid("grammar", "give 'grammar' or a JSON 'response_format', not both");
   if (grammar !== undefined) return { grammar };
-  if (topSchema !== undefined) return { jsonSchema: topSchema as Record<string, unknown> };
+  if (topSchema !== undefined) return schemaFrom(topSchema, "json_schema");
   if (type === "text") return {};
   if (type === "json_object") {
     // llama-server's {type: "json_object", schema}: the object held to the schema (left unread, any object passed)
     const schema = optObject(format!, "schema", "response_format.schema");
-    return schema === undefined ? { json: "object" } : { jsonSchema: schema as Record<string, unknown> };
+    return schema === undefined ? { json: "object" } : schemaFrom(schema, "response_format.schema");
   }
   if (type === "json_schema") {
     const js = optObject(format!, "json_schema", "response_format.json_schema");
@@ -147,13 +147,23 @@ function constraintOf(body: Body): Pick<GenerateOptions, "json" | "jsonSchema" |
   throw invalid("response_format.type", `'response_format.type' must be "text", "json_object" or "json_schema", got ${describe(type)}`);
 }
 
+/** the field each schema of llama-server's own forms came in (else OpenAI's response_format.json_schema.schema): what a fault of it names */
+const schemaFields = new WeakMap<object, string>();
+
+function schemaFrom(schema: Body, field: string): Pick<GenerateOptions, "jsonSchema"> {
+  schemaFields.set(schema, field);
+  return { jsonSchema: schema as Record<string, unknown> };
+}
+
 /**
  * The field a fault of the request's JSON response_format lies in, as OpenAI names a nested
- * parameter by its full path: its schema (one the grammar cannot hold, or cannot follow), else the
- * response_format itself (json_object)
+ * parameter by its full path: its schema (one the grammar cannot hold, or cannot follow) by the
+ * field it came in, else the response_format itself (json_object)
  */
 export function responseFormatParam(constraint: Pick<GenerateOptions, "jsonSchema">): string {
-  return constraint.jsonSchema !== undefined ? SCHEMA_PARAM : "response_format";
+  const schema = constraint.jsonSchema;
+  if (schema === undefined) return "response_format";
+  return (typeof schema === "object" && schema !== null ? schemaFields.get(schema) : undefined) ?? SCHEMA_PARAM;
 }
 
 /**
