@@ -1,8 +1,7 @@
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ggufEntry, type GGUFWriteEntry } from "../formats/index.js";
 import { tokenizerFilesIn, tokenizerFromFolder } from "../tokenizer/hf/folder.js";
-import { isObject, readJsonObject, type JsonObject } from "../tokenizer/hf/json-files.js";
+import { isObject, readJsonObject, readTokenizerFile, type JsonObject } from "../tokenizer/hf/json-files.js";
 import { gpt2TokenizerJson } from "../tokenizer/hf/legacy.js";
 import { TokenType } from "../tokenizer/index.js";
 
@@ -76,7 +75,7 @@ function folderTokenizerJson(folder: string): { where: string; tj: JsonObject } 
   }
   if (kind === "gpt2") {
     const where = join(folder, "vocab.json");
-    return { where, tj: gpt2TokenizerJson(readJsonObject(where), readFileSync(join(folder, "merges.txt"), "utf8"), folder) };
+    return { where, tj: gpt2TokenizerJson(readJsonObject(where), readTokenizerFile(join(folder, "merges.txt")), folder) };
   }
   if (kind === "bert") fail(join(folder, "vocab.txt"), "a WordPiece (BERT) vocabulary");
   throw new Error(`${folder}: no tokenizer files found (expected tokenizer.json or vocab.json + merges.txt); ${SUGGEST}`);

@@ -26,5 +26,6 @@ export class FileFieldError extends Error {
 export function readFailure(path: string, e: unknown): unknown {
   const code = (e as { code?: unknown } | undefined)?.code;
   if (!(e instanceof Error) || typeof code !== "string" || !/^E[A-Z]+$/.test(code)) return e;
-  return new FileFieldError(path, "file", code === "EISDIR" ? "is a folder, not a file" : `cannot be read: ${e.message}`);
+  const why = code === "EISDIR" ? "is a folder, not a file" : code === "ENOTREG" ? e.message : `cannot be read: ${e.message}`;
+  return new FileFieldError(path, "file", why);
 }

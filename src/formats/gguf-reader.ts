@@ -139,7 +139,12 @@ const SCALAR_SIZE: Partial<Record<GGUFValueType, number>> = {
  * inside the file.
  */
 export function readGGUFHeader(path: string): GGUFHeader {
-  const file = openFile(path); // its failures name the path
+  let file: RandomAccessFile;
+  try {
+    file = openFile(path);
+  } catch (e) {
+    throw readFailure(path, e); // Node's own messages name the path, openFile's refusal of a FIFO does not
+  }
   try {
     return parseGGUFHeader(file, path);
   } catch (e) {

@@ -1,6 +1,7 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { FileFieldError } from "./errors.js";
+import { readWholeFile } from "./read-file.js";
 
 /**
  * Hugging Face `config.json` (and `generation_config.json`) read into the few numbers the
@@ -71,11 +72,11 @@ export const LIMITS = {
 export function readJsonObject(path: string): Record<string, unknown> {
   const stat = statSync(path);
   if (stat.isDirectory()) throw new HFConfigError(path, "file", "is a folder, not a JSON file");
-  const size = stat.size;
-  if (size > MAX_JSON_BYTES) throw new HFConfigError(path, "file", `${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a JSON config`);
+  const tooLarge = (size: number) => new HFConfigError(path, "file", `${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a JSON config`);
+  const text = readWholeFile(path, MAX_JSON_BYTES, tooLarge).toString("utf8");
   let v: unknown;
   try {
-    v = JSON.parse(readFileSync(path, "utf8"));
+    v = JSON.parse(text);
   } catch (e) {
     throw new HFConfigError(path, "file", `invalid JSON: ${(e as Error).message}`);
   }

@@ -10,3 +10,4 @@ export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./te
 export { assertNotAnInput, writeOutputFile } from "./output-file.js";
 export { HF_ENCODER_ARCHITECTURES, isEncoderModel, loadsAsEncoder, readHFEncoderConfig, type EncoderFamily, type EncoderHead, type HFEncoderConfig, type ProblemType } from "./hf-encoder-config.js";
 export { readSentenceTransformerConfig, transformerFolder, type Pooling, type SentenceTransformerConfig } from "./sentence-transformers.js";
+export { readWholeFile } from "./read-file.js";

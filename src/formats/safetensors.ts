@@ -1,7 +1,9 @@
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { openFile, type RandomAccessFile } from "../platform/host.js";
 import { isJsonObject, JsonSyntaxError, JsonTooLargeError, parseStrictJson, type JsonValue } from "./safetensors-json.js";
-import { FileFieldError } from "./errors.js";
+import { FileFieldError, readFailure } from "./errors.js";
+import { readWholeFile } from "./read-file.js";
 
 /**
  * safetensors: an 8-byte little-endian header length N, N bytes of UTF-8 JSON
@@ -62,10 +64,10 @@ export interface SafetensorsHeader {
   readonly tensors: readonly SafetensorsTensorInfo[];
 }
 
-function readExactly(fd: number, into: Uint8Array, position: number, path: string, what: string): void {
+function readExactly(file: RandomAccessFile, into: Uint8Array, position: number, path: string, what: string): void {
   let got = 0;
   while (got < into.length) {
-    const n = readSync(fd, into, got, Math.min(into.length - got, 1 << 30), position + got);
+    const n = file.read(into, got, Math.min(into.length - got, 1 << 30), position + got);
     if (n === 0) throw new SafetensorsError(path, what, `unexpected end of file at offset ${position + got}`);
     got += n;
   }
@@ -77,28 +79,36 @@ function isDType(s: string): s is SafetensorsDType {
 
 /** Parses and validates a safetensors file's header; reads no tensor data. */
 export function readSafetensorsHeader(path: string): SafetensorsHeader {
-  const fd = openSync(path, "r");
+  // a folder opens, and only its read fails, with a message naming no file
+  if (statSync(path).isDirectory()) throw new SafetensorsError(path, "file", "is a folder, not a safetensors file");
+  const file = openSafetensors(path);
   try {
-    return parseHeader(fd, path);
+    return parseHeader(file, path);
   } finally {
-    closeSync(fd);
+    file.close();
   }
 }
 
-function parseHeader(fd: number, path: string): SafetensorsHeader {
-  const stat = fstatSync(fd);
-  // a folder opens, and only its read fails, with a message naming no file
-  if (stat.isDirectory()) throw new SafetensorsError(path, "file", "is a folder, not a safetensors file");
-  const fileSize = stat.size;
+/** openFile (a regular file only: a shard linked to a FIFO would block), its errors naming the file */
+function openSafetensors(path: string): RandomAccessFile {
+  try {
+    return openFile(path);
+  } catch (e) {
+    throw readFailure(path, e);
+  }
+}
+
+function parseHeader(file: RandomAccessFile, path: string): SafetensorsHeader {
+  const fileSize = file.size;
   if (fileSize < 8) throw new SafetensorsError(path, "header length", `the file has ${fileSize} bytes, fewer than the 8-byte header length (not a safetensors file)`);
   const lenBytes = Buffer.alloc(8);
-  readExactly(fd, lenBytes, 0, path, "header length");
+  readExactly(file, lenBytes, 0, path, "header length");
   const n = lenBytes.readBigUInt64LE(0);
   if (n > BigInt(SAFETENSORS_MAX_HEADER)) throw new SafetensorsError(path, "header length", `${n} bytes exceeds the limit of ${SAFETENSORS_MAX_HEADER}`);
   const headerLen = Number(n);
   if (8 + headerLen > fileSize) throw new SafetensorsError(path, "header length", `${headerLen} bytes, but the file has only ${fileSize - 8} bytes after the length field`);
   const raw = Buffer.alloc(headerLen);
-  readExactly(fd, raw, 8, path, "header");
+  readExactly(file, raw, 8, path, "header");
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(raw);
@@ -175,7 +185,7 @@ function parseHeader(fd: number, path: string): SafetensorsHeader {
  * weight memory); file descriptors stay open until `close()`.
  */
 export class SafetensorsModel {
-  private readonly fds = new Map<string, number>();
+  private readonly files = new Map<string, RandomAccessFile>();
 
   private constructor(
     /** the file or index the tensors came from (used in errors) */
@@ -208,10 +218,9 @@ export class SafetensorsModel {
   private static openIndex(indexPath: string): SafetensorsModel {
     let json: JsonValue;
     // bounded as a header is: the whole file is read and parsed
-    const size = statSync(indexPath).size;
-    if (size > SAFETENSORS_MAX_HEADER) throw new SafetensorsError(indexPath, "index", `${size} bytes exceeds the limit of ${SAFETENSORS_MAX_HEADER}`);
+    const text = readWholeFile(indexPath, SAFETENSORS_MAX_HEADER, (size) => new SafetensorsError(indexPath, "index", `${size} bytes exceeds the limit of ${SAFETENSORS_MAX_HEADER}`)).toString("utf8");
     try {
-      json = parseStrictJson(readFileSync(indexPath, "utf8"), MAX_INDEX_ENTRIES);
+      json = parseStrictJson(text, MAX_INDEX_ENTRIES);
     } catch (e) {
       if (e instanceof JsonSyntaxError) throw new SafetensorsError(indexPath, "index", `invalid JSON: ${e.message}`);
       if (e instanceof JsonTooLargeError) throw new SafetensorsError(indexPath, "index", `${e.message}: more tensors than the ${MAX_INDEX_ENTRIES} an index may list`);
@@ -263,22 +272,22 @@ export class SafetensorsModel {
     if (byteOffset < 0 || byteOffset + into.length > t.byteLength) {
       throw new SafetensorsError(t.path, `tensor "${name}"`, `read of ${into.length} bytes at ${byteOffset} is outside its ${t.byteLength} bytes`);
     }
-    readExactly(this.fd(t.path), into, t.fileOffset + byteOffset, t.path, `tensor "${name}"`);
+    readExactly(this.file(t.path), into, t.fileOffset + byteOffset, t.path, `tensor "${name}"`);
   }
 
-  private fd(path: string): number {
-    let fd = this.fds.get(path);
-    if (fd === undefined) {
-      fd = openSync(path, "r");
-      this.fds.set(path, fd);
+  private file(path: string): RandomAccessFile {
+    let file = this.files.get(path);
+    if (file === undefined) {
+      file = openSafetensors(path);
+      this.files.set(path, file);
     }
-    return fd;
+    return file;
   }
 
   close(): void {
-    for (const fd of this.fds.values()) {
-      try { closeSync(fd); } catch { /* already closed */ }
+    for (const file of this.files.values()) {
+      try { file.close(); } catch { /* already closed */ }
     }
-    this.fds.clear();
+    this.files.clear();
   }
 }

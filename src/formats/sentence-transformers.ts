@@ -1,6 +1,7 @@
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { HFConfigError, readJsonObject } from "./hf-config.js";
+import { readWholeFile } from "./read-file.js";
 
 /**
  * A sentence-transformers folder: modules.json lists Transformer -> Pooling (-> Normalize), the
@@ -139,8 +140,7 @@ function moduleFolder(folder: string, modulesPath: string, i: number, type: stri
 
 /** a small JSON file of any shape (modules.json is a list, which readJsonObject refuses) */
 function readSmallJson(path: string): unknown {
-  if (statSync(path).size > 1 << 20) throw new HFConfigError(path, "file", "larger than 1 MiB");
-  return JSON.parse(readFileSync(path, "utf8"));
+  return JSON.parse(readWholeFile(path, 1 << 20, () => new HFConfigError(path, "file", "larger than 1 MiB")).toString("utf8"));
 }
 
 function readPooling(path: string): { pooling: Pooling; includePrompt: boolean } {

@@ -5,7 +5,7 @@
  * every import of a `host.js` to the `host.browser.ts` beside it, which has the same exports.
  * Keep the two in step: test/browser-build.test.ts compares their export lists.
  */
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { availableParallelism, freemem, totalmem } from "node:os";
 
 /** A file read by position, synchronously (a descriptor in Node; a Blob or an HTTP resource in a browser worker). */
@@ -26,9 +26,20 @@ export function fileFromDescriptor(fd: number): RandomAccessFile {
   };
 }
 
-/** opens a local file for positioned reads */
+/**
+ * opens a local file for positioned reads. Only a regular file (or a folder, whose read fails
+ * naming it) is read: a FIFO, socket or device a model folder's symlink leads to would block the
+ * open or the reads forever, or (/dev/zero) never end. O_NONBLOCK lets a FIFO open without a writer.
+ */
 export function openFile(path: string): RandomAccessFile {
-  return fileFromDescriptor(openSync(path, "r"));
+  const fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  const stat = fstatSync(fd);
+  if (!stat.isFile() && !stat.isDirectory()) {
+    closeSync(fd);
+    const kind = stat.isFIFO() ? "a FIFO (named pipe)" : stat.isSocket() ? "a socket" : stat.isCharacterDevice() ? "a character device" : "a block device";
+    throw Object.assign(new Error(`is ${kind}, not a regular file`), { code: "ENOTREG", path });
+  }
+  return { size: stat.size, read: (into, offset, length, position) => readSync(fd, into, offset, length, position), close: () => closeSync(fd) };
 }
 
 /** bytes of RAM on this machine */

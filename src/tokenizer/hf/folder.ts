@@ -1,7 +1,7 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
 import { HFTokenizer } from "./hf-tokenizer.js";
-import { readJsonObject, tokenText, type JsonObject } from "./json-files.js";
+import { readJsonObject, readTokenizerFile, tokenText, type JsonObject } from "./json-files.js";
 import { BERT_CONFIG, bertTokenizerJson, GPT2_CONFIG, gpt2TokenizerJson } from "./legacy.js";
 
 const SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"];
@@ -17,7 +17,7 @@ function readConfig(dir: string): JsonObject {
   }
   // newer repos keep the template beside the config
   const jinjaPath = join(dir, "chat_template.jinja");
-  if (config.chat_template === undefined && existsSync(jinjaPath)) config.chat_template = readFileSync(jinjaPath, "utf8");
+  if (config.chat_template === undefined && existsSync(jinjaPath)) config.chat_template = readTokenizerFile(jinjaPath);
   return config;
 }
 
@@ -53,14 +53,14 @@ export function tokenizerFromFolder(dir: string, options: { libraryOnly?: boolea
     }
     case "gpt2": {
       const where = join(dir, "vocab.json");
-      const tokenizerJson = gpt2TokenizerJson(readJsonObject(where), readFileSync(join(dir, "merges.txt"), "utf8"), dir);
+      const tokenizerJson = gpt2TokenizerJson(readJsonObject(where), readTokenizerFile(join(dir, "merges.txt")), dir);
       return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds, ...options });
     }
     case "bert": {
       const where = join(dir, "vocab.txt");
       // transformers' BertTokenizer lowercases unless told otherwise; a "-cased" folder name says otherwise
       const lower = typeof config.do_lower_case === "boolean" ? config.do_lower_case : !/(^|[^n])cased/i.test(basename(dir));
-      const tokenizerJson = bertTokenizerJson(readFileSync(where, "utf8"), lower, where);
+      const tokenizerJson = bertTokenizerJson(readTokenizerFile(where), lower, where);
       return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds, ...options });
     }
     default:

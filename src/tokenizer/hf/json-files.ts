@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs";
+import { readWholeFile } from "../../formats/index.js";
 
 /** tokenizer.json for big vocabularies (gemma3: 33 MB) stays far below this; anything larger is refused before parsing */
 const MAX_JSON_BYTES = 256 * 1024 * 1024;
@@ -9,13 +9,17 @@ export function isObject(v: unknown): v is JsonObject {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+/** A tokenizer file's text (tokenizer.json, merges.txt, vocab.txt, a template), bounded; errors name the file. */
+export function readTokenizerFile(path: string): string {
+  return readWholeFile(path, MAX_JSON_BYTES, (size) => new Error(`${path}: ${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a tokenizer file`)).toString("utf8");
+}
+
 /** Reads and parses a JSON file that must hold an object; errors name the file. */
 export function readJsonObject(path: string): JsonObject {
-  const size = statSync(path).size;
-  if (size > MAX_JSON_BYTES) throw new Error(`${path}: ${size} bytes is larger than the ${MAX_JSON_BYTES}-byte limit for a tokenizer file`);
+  const text = readTokenizerFile(path);
   let value: unknown;
   try {
-    value = JSON.parse(readFileSync(path, "utf8"));
+    value = JSON.parse(text);
   } catch (e) {
     throw new Error(`${path}: not valid JSON (${(e as Error).message})`);
   }
