@@ -108,7 +108,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
   const generateOptions = (maxTokens: number, o: TextGenerationOptions): GenerateOptions => ({
     maxTokens,
     ...((o.doSample ?? shipped.doSample ?? false)
-      ? { temperature: o.temperature ?? shippedTemperature ?? 1, topK: o.topK ?? shipped.topK ?? 50, topP: o.topP ?? shipped.topP ?? 1, minP: shipped.minP ?? 0, seed: o.seed }
+      // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
+      ? { temperature: o.temperature ?? shippedTemperature ?? 1, topK: o.topK ?? shipped.topK ?? 50, topP: o.topP ?? shipped.topP ?? 1, minP: shipped.minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
       : { temperature: 0 }),
     repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
     // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens

@@ -3,8 +3,11 @@ export {
   DEFAULT_SAMPLING,
   RANDOM_SEED,
   resolveSamplingOptions,
+  SAMPLER_ORDERS,
   SAMPLING_OPTION_NAMES,
   type ResolvedSamplingOptions,
+  type SamplerOrder,
+  type SamplerStep,
   type SamplingOptions,
 } from "./options.js";
 export { Mt19937, randomSeed, type UniformSource } from "./rng.js";

@@ -25,7 +25,29 @@ export interface SamplingOptions {
   logitBias?: ReadonlyMap<number, number> | Readonly<Record<number, number>>;
   /** any safe integer, used modulo 2^32; -1 or none: a random one (-1 as llama.cpp's LLAMA_DEFAULT_SEED). The same seed gives the same tokens. */
   seed?: number;
+  /** the order of temperature and the filters (see SAMPLER_ORDERS); default "llama.cpp" */
+  samplerOrder?: SamplerOrder;
 }
+
+/** one step of a sampler chain after logit bias and penalties, named by its option */
+export type SamplerStep = "temperature" | "topK" | "topP" | "minP" | "typicalP";
+
+/**
+ * The orders a sampler applies temperature and the filters in (logit bias and penalties come
+ * first in both). Each filter reads the softmax of the logits it is given, so where temperature
+ * stands decides which distribution top-p, min-p and typical-p cut (top-k is the same either way).
+ * - "llama.cpp": common/sampling.cpp's default sampler sequence (top-k, typical-p, top-p, min-p,
+ *   then temperature): the filters see the untempered distribution. The Model API's order.
+ * - "transformers": GenerationMixin._get_logits_processor's warpers (temperature, top-k, top-p,
+ *   min-p, typical-p): every filter sees the temperature-scaled distribution. The text-generation
+ *   pipeline's order.
+ */
+export const SAMPLER_ORDERS = {
+  "llama.cpp": ["topK", "typicalP", "topP", "minP", "temperature"],
+  transformers: ["temperature", "topK", "topP", "minP", "typicalP"],
+} as const satisfies Record<string, readonly SamplerStep[]>;
+
+export type SamplerOrder = keyof typeof SAMPLER_ORDERS;
 
 /** the seed that asks for a random one, as llama.cpp's LLAMA_DEFAULT_SEED (0xFFFFFFFF, -1 as its server and CLI take it) does */
 export const RANDOM_SEED = -1;
@@ -43,6 +65,7 @@ export interface ResolvedSamplingOptions {
   logitBias: LogitBias;
   /** the 32-bit seed in use (a random one when none was given) */
   seed: number;
+  samplerOrder: SamplerOrder;
 }
 
 /** llama.cpp's common_params_sampling defaults */
@@ -59,7 +82,7 @@ export const DEFAULT_SAMPLING = {
 } as const;
 
 /** the name of every sampling option */
-export const SAMPLING_OPTION_NAMES: readonly (keyof SamplingOptions)[] = [...(Object.keys(DEFAULT_SAMPLING) as (keyof typeof DEFAULT_SAMPLING)[]), "logitBias", "seed"];
+export const SAMPLING_OPTION_NAMES: readonly (keyof SamplingOptions)[] = [...(Object.keys(DEFAULT_SAMPLING) as (keyof typeof DEFAULT_SAMPLING)[]), "logitBias", "seed", "samplerOrder"];
 
 const KNOWN = new Set<string>(SAMPLING_OPTION_NAMES);
 
@@ -102,6 +125,12 @@ function resolveLogitBias(bias: SamplingOptions["logitBias"]): LogitBias {
   return out;
 }
 
+function resolveOrder(order: unknown): SamplerOrder {
+  if (order === undefined) return "llama.cpp";
+  if (typeof order === "string" && Object.hasOwn(SAMPLER_ORDERS, order)) return order as SamplerOrder;
+  return fail("samplerOrder", Object.keys(SAMPLER_ORDERS).map((k) => JSON.stringify(k)).join(" or "), order);
+}
+
 /** validates options, fills in the defaults and picks a seed; throws an OptionError naming the option */
 export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedSamplingOptions {
   if (typeof options !== "object" || options === null) fail("options", "an object", options);
@@ -125,5 +154,6 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     presencePenalty: num("presencePenalty", options.presencePenalty, d.presencePenalty, finite, "a finite number (0 = disabled)"),
     logitBias: resolveLogitBias(options.logitBias),
     seed: Number.isNaN(seed) || seed === RANDOM_SEED ? randomSeed() : seed >>> 0,
+    samplerOrder: resolveOrder(options.samplerOrder),
   };
 }

@@ -1,7 +1,7 @@
-import { createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
+import { type Candidates, createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
 import { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
 import { applyLogitBias, applyPenalties } from "./logit-processors.js";
-import { resolveSamplingOptions, type ResolvedSamplingOptions, type SamplingOptions } from "./options.js";
+import { resolveSamplingOptions, SAMPLER_ORDERS, type ResolvedSamplingOptions, type SamplerStep, type SamplingOptions } from "./options.js";
 import { Mt19937 } from "./rng.js";
 
 /** views into the sampler's buffers, valid until its next sample() call */
@@ -34,11 +34,20 @@ export interface Sampler {
   distribution(logits: Float32Array, history: ArrayLike<number>): TokenProbabilities;
 }
 
+/** each step of a chain on the candidates, with its option's value */
+const STEPS: Record<SamplerStep, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
+  temperature: (c, o) => applyTemperature(c, o.temperature),
+  topK: (c, o) => topK(c, o.topK),
+  topP: (c, o) => topP(c, o.topP),
+  minP: (c, o) => minP(c, o.minP),
+  typicalP: (c, o) => typicalP(c, o.typicalP),
+};
+
 /**
- * A sampler with llama.cpp's default chain: logit bias -> penalties -> top-k -> typical-p -> top-p ->
- * min-p -> temperature -> softmax -> draw (mt19937, so a seed gives the same stream of
- * random numbers as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler
- * per sequence.
+ * A sampler: logit bias -> penalties -> temperature and the filters in `samplerOrder`'s order
+ * (default llama.cpp's chain: top-k -> typical-p -> top-p -> min-p -> temperature; see
+ * SAMPLER_ORDERS) -> softmax -> draw (mt19937, so a seed gives the same stream of random numbers
+ * as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler per sequence.
  */
 export function createSampler(options: SamplingOptions = {}): Sampler {
   const o = resolveSamplingOptions(options);
@@ -58,11 +67,7 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
       softmaxCandidates(c);
       return;
     }
-    topK(c, o.topK);
-    typicalP(c, o.typicalP);
-    topP(c, o.topP);
-    minP(c, o.minP);
-    applyTemperature(c, o.temperature);
+    for (const step of SAMPLER_ORDERS[o.samplerOrder]) STEPS[step](c, o);
   }
 
   return {

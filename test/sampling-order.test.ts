@@ -1,0 +1,131 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { readGGUFHeader, writeGGUF } from "../src/formats/index.js";
+import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
+import { createSampler, Mt19937, resolveSamplingOptions, type SamplingOptions } from "../src/sampling/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * Where temperature stands among the filters. llama.cpp's default chain (common/sampling.cpp:
+ * penalties, ..., top-k, typical-p, top-p, min-p, ..., temperature) cuts the untempered
+ * distribution; transformers' GenerationMixin._get_logits_processor applies its warpers in the
+ * order temperature, top-k, top-p, min-p, typical-p, so every cut sees the tempered one. The Model
+ * API keeps llama.cpp's; the text-generation pipeline takes transformers'.
+ *
+ * The logits below are 3 ln2, 2 ln2, ln2, 0 and -10 ln2: exps 8, 4, 2, 1, 2^-10. The expected
+ * distributions are worked out by hand (temperature divides the logits; top-k keeps the k largest;
+ * top-p keeps the smallest best-first set whose cumulative probability is >= p; min-p keeps what
+ * has at least p times the top probability; min_tokens_to_keep 1):
+ *
+ * transformers, temperature 2: exps 2^1.5, 2, 2^0.5, 1 (and 2^-5). top-k 4 drops the last; over the
+ * four, cumulative (2√2) / (3√2 + 3) = 0.39, (2√2 + 2) / (3√2 + 3) = 2/3 < 0.7, then
+ * (3√2 + 2) / (3√2 + 3) = 0.86 >= 0.7: top-p 0.7 keeps three. Renormalized over 3√2 + 2:
+ *   A = 2√2 / (3√2 + 2) = (6 - 2√2) / 7, B = 2 / (3√2 + 2) = (3√2 - 2) / 7, C = √2 / (3√2 + 2) = (3 - √2) / 7.
+ * min-p 0.4 (no top-k, top-p) keeps the same three: relative to the top, 1, 2^-0.5, 2^-1 >= 0.4 > 2^-1.5.
+ *
+ * llama.cpp, the same values: top-k 4 then top-p 0.7 over 8, 4, 2, 1: 8/15 < 0.7 <= 12/15 keeps two;
+ * min-p 0.4 over 1, 1/2, 1/4: two too. Temperature 2 then: 2√2 / (2√2 + 2) = 2 - √2, 2 / (2√2 + 2) = √2 - 1.
+ */
+
+const LN2 = Math.log(2);
+const LOGITS = Float32Array.from([3 * LN2, 2 * LN2, LN2, 0, -10 * LN2]);
+const S2 = Math.SQRT2;
+const TRANSFORMERS = [(6 - 2 * S2) / 7, (3 * S2 - 2) / 7, (3 - S2) / 7];
+const LLAMA_CPP = [2 - S2, S2 - 1];
+
+/** the distribution sample() would draw from, as probabilities by token id */
+function distributionOf(options: SamplingOptions): number[] {
+  const d = createSampler({ seed: 1, ...options }).distribution(LOGITS, []);
+  const byId: number[] = [];
+  d.ids.forEach((id, i) => (byId[id] = d.probs[i]!));
+  return byId;
+}
+
+function assertClose(actual: number[], expected: number[], what: string): void {
+  assert.equal(actual.length, expected.length, `${what}: ${JSON.stringify(actual)}`);
+  expected.forEach((p, i) => assert.ok(Math.abs(actual[i]! - p) < 1e-6, `${what}: token ${i} has p = ${actual[i]}, expected ${p}`));
+}
+
+test("samplerOrder: transformers tempers before top-k / top-p / min-p, llama.cpp (the default) after: the hand-derived distributions", () => {
+  const topKP = { temperature: 2, topK: 4, topP: 0.7, minP: 0 };
+  assertClose(distributionOf({ ...topKP, samplerOrder: "transformers" }), TRANSFORMERS, "transformers, top-k 4, top-p 0.7");
+  assertClose(distributionOf({ ...topKP, samplerOrder: "llama.cpp" }), LLAMA_CPP, "llama.cpp, top-k 4, top-p 0.7");
+  assertClose(distributionOf(topKP), LLAMA_CPP, "the default order");
+  const minP = { temperature: 2, topK: 0, topP: 1, minP: 0.4 };
+  assertClose(distributionOf({ ...minP, samplerOrder: "transformers" }), TRANSFORMERS, "transformers, min-p 0.4");
+  assertClose(distributionOf(minP), LLAMA_CPP, "llama.cpp, min-p 0.4");
+  // greedy is the argmax in either order
+  assertClose(distributionOf({ temperature: 0, samplerOrder: "transformers" }), [1], "greedy");
+});
+
+test("samplerOrder: anything but \"llama.cpp\" or \"transformers\" is refused naming the option", () => {
+  for (const bad of ["hf", "", 1, null]) {
+    assert.throws(() => resolveSamplingOptions({ samplerOrder: bad as never }), (e: unknown) => {
+      assert.ok(e instanceof OptionError);
+      assert.equal(e.option, "samplerOrder");
+      assert.equal(e.message, `sampling option samplerOrder = ${typeof bad === "string" ? JSON.stringify(bad) : String(bad)}: expected "llama.cpp" or "transformers"`);
+      return true;
+    });
+  }
+  assert.equal(resolveSamplingOptions({}).samplerOrder, "llama.cpp");
+});
+
+const STORIES = "models/stories260K.gguf";
+/** the byte tokens <0x41> ... <0x44> of stories260K's vocabulary: "A" ... "D" */
+const TOKEN_A = 3 + 0x41;
+
+/**
+ * stories260K's vocabulary and shape with weights that make every position's logits LOGITS on
+ * the tokens A, B, C, D and -10 ln2 on every other: the blocks' weights are all 0 (attention and
+ * feed-forward add nothing, so the last hidden state is the token's embedding), every embedding
+ * row is [1024, 0, ...] (RMS-normalized: [8, 0, ...], exactly, the 1e-5 epsilon being below the
+ * float32 step at 1024² / 64), the output norm 1/8, and output row i is [logit_i, 0, ...].
+ */
+async function writeFixedLogitsModel(path: string): Promise<void> {
+  const h = readGGUFHeader(sharedFile(STORIES)!);
+  await writeGGUF(path, {
+    metadata: [...h.metadata],
+    tensors: h.tensors.map((t) => {
+      const values = new Float32Array(t.byteLength / 4);
+      const width = t.dims[0]!;
+      if (t.name === "token_embd.weight") for (let r = 0; r < values.length / width; r++) values[r * width] = 1024;
+      if (t.name === "output_norm.weight") values.fill(1 / 8);
+      if (t.name === "output.weight") {
+        for (let r = 0; r < values.length / width; r++) values[r * width] = r >= TOKEN_A && r < TOKEN_A + 4 ? LOGITS[r - TOKEN_A]! : LOGITS[4]!;
+      }
+      return { name: t.name, type: t.type, dims: t.dims, data: new Uint8Array(values.buffer) };
+    }),
+  });
+}
+
+describe("the text-generation pipeline samples in transformers' warper order", { skip: skipWithoutShared(STORIES) }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-sampler-order-"));
+  const path = join(dir, "fixed-logits.gguf");
+  let gen: TextGenerationPipeline | undefined;
+  before(() => writeFixedLogitsModel(path));
+  after(() => {
+    gen?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("doSample with temperature 2, topK 4, topP 0.7 and a seed: each token is the hand-derived distribution's draw for the seed's number", async () => {
+    gen = await pipeline("text-generation", path, { threads: 1 });
+    const seed = 1234, n = 60;
+    const [out] = (await gen("A", { doSample: true, temperature: 2, topK: 4, topP: 0.7, seed, maxNewTokens: n, returnFullText: false })) as { generated_text: string }[];
+    // each step draws one number u from the seed's mt19937 stream and takes the first candidate,
+    // best first, whose cumulative probability reaches u
+    const rng = new Mt19937(seed);
+    const bounds = [TRANSFORMERS[0]!, TRANSFORMERS[0]! + TRANSFORMERS[1]!];
+    let expected = "";
+    for (let i = 0; i < n; i++) {
+      const u = rng.nextDouble();
+      assert.ok(bounds.every((b) => Math.abs(u - b) > 1e-4), `draw ${i}: u = ${u} is too close to a boundary for this seed`);
+      expected += u <= bounds[0]! ? "A" : u <= bounds[1]! ? "B" : "C";
+    }
+    assert.ok(expected.includes("C") && /A.*B|B.*A/.test(expected), "the seed draws each of the three tokens");
+    assert.equal(out!.generated_text, expected);
+  });
+});
