@@ -27,8 +27,9 @@ Options:
                         --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
   --file FILE           read the prompt from this file (UTF-8, else refused; a leading BOM and one final line break
                         are dropped, as llama.cpp's -f; - reads stdin)
-  --max-tokens N        most tokens to generate (default 256; -1 or -2: until the context is full, as
-                        llama.cpp's -n -1 / -2, which stop there when context shift is off, its default)
+  --max-tokens N        most tokens to generate (default: the model folder's generation_config.json
+                        max_new_tokens, else 256; -1 or -2: until the context is full, as llama.cpp's
+                        -n -1 / -2, which stop there when context shift is off, its default)
   --temperature T       <= 0 = greedy (default 0.8)
   --top-k K             keep the K most likely tokens; <= 0 = off (default 40)
   --top-p P             nucleus sampling; >= 1 = off, <= 0 keeps only the top token (default 0.95)
