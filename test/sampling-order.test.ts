@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { readGGUFHeader, writeGGUF } from "../src/formats/index.js";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { createSampler, Mt19937, resolveSamplingOptions, type SamplingOptions } from "../src/sampling/index.js";
+import { createCandidates, createSampler, loadCandidates, Mt19937, resolveSamplingOptions, sortCandidates, topK, type SamplingOptions } from "../src/sampling/index.js";
+import { rng } from "./helpers/rng.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -59,6 +60,40 @@ test("samplerOrder: transformers tempers before top-k / top-p / min-p, llama.cpp
   assertClose(distributionOf(minP), LLAMA_CPP, "llama.cpp, min-p 0.4");
   // greedy is the argmax in either order
   assertClose(distributionOf({ temperature: 0, samplerOrder: "transformers" }), [1], "greedy");
+});
+
+test("samplerOrder transformers: top-k keeps every token tied with the k-th logit (TopKLogitsWarper removes only scores below it); llama.cpp keeps k", () => {
+  // logits 1, 0, 1, 1, -1 with top-k 2: the k-th logit is 1, held by ids 0, 2 and 3
+  const logits = Float32Array.from([1, 0, 1, 1, -1]);
+  const pairs = (options: SamplingOptions): [number, number][] => {
+    const d = createSampler({ seed: 1, temperature: 1, topK: 2, topP: 1, minP: 0, ...options }).distribution(logits, []);
+    return [...d.ids].map((id, i): [number, number] => [id, Math.round(d.probs[i]! * 1e6) / 1e6]);
+  };
+  const third = Math.round(1e6 / 3) / 1e6;
+  assert.deepEqual(pairs({ samplerOrder: "transformers" }), [[0, third], [2, third], [3, third]]);
+  assert.deepEqual(pairs({ samplerOrder: "llama.cpp" }), [[0, 0.5], [2, 0.5]]);
+  // a set already sorted best first (the tail holds the ties in order) keeps them the same way
+  const c = loadCandidates(createCandidates(0), logits);
+  sortCandidates(c);
+  topK(c, 2, true);
+  assert.deepEqual([...c.ids.subarray(0, c.size)], [0, 2, 3]);
+  // random rows full of ties, small and past the heap's limit: the kept ids are those at or above the k-th logit, best first
+  const next = rng(7);
+  for (const n of [9, 40, 3000]) {
+    for (let trial = 0; trial < 20; trial++) {
+      const row = Float32Array.from({ length: n }, () => Math.floor(next() * 6));
+      const k = 1 + Math.floor(next() * n);
+      const kth = [...row].sort((x, y) => y - x)[k - 1]!;
+      const expected = [...row.keys()].filter((i) => row[i]! >= kth).sort((x, y) => row[y]! - row[x]! || x - y);
+      const set = loadCandidates(createCandidates(0), row);
+      topK(set, k, true);
+      assert.deepEqual([...set.ids.subarray(0, set.size)], expected, `n ${n}, k ${k}`);
+    }
+  }
+  // ties at -Infinity carry no probability and are not kept
+  const banned = loadCandidates(createCandidates(0), Float32Array.from([1, -Infinity, -Infinity]));
+  topK(banned, 2, true);
+  assert.deepEqual([...banned.ids.subarray(0, banned.size)], [0, 1]);
 });
 
 test("samplerOrder: anything but \"llama.cpp\" or \"transformers\" is refused naming the option", () => {

@@ -16,13 +16,41 @@ import type { UniformSource } from "./rng.js";
  * the alive candidates' current logits.
  */
 
-/** keeps the k best candidates, best first; k <= 0 disables */
-export function topK(c: Candidates, k: number): void {
+/**
+ * Keeps the k best candidates, best first; k <= 0 disables. `keepTies`: also every candidate
+ * whose logit equals the k-th one, as transformers' TopKLogitsWarper removes only the scores
+ * below it (llama.cpp keeps exactly k; ties go to the lower id).
+ */
+export function topK(c: Candidates, k: number, keepTies = false): void {
   if (k <= 0) return;
   k = Math.min(k, c.size);
   if (!c.sorted) selectBest(c, k);
+  if (keepTies) k = gatherTies(c, k);
   c.size = k;
   c.sorted = true;
+}
+
+/**
+ * Puts the candidates tied with the k-th (of a best-first prefix of k) right after it, lowest id
+ * first (the order "better" gives equal logits); returns the new count. What they overwrite lies
+ * past the prefix, which top-k drops anyway. Ties at -Infinity carry no probability: left out.
+ */
+function gatherTies(c: Candidates, k: number): number {
+  const { ids, logits } = c;
+  const tie = logits[k - 1]!;
+  if (tie === -Infinity) return k;
+  if (c.sorted) {
+    while (k < c.size && logits[k] === tie) k++;
+    return k;
+  }
+  const tied: number[] = [];
+  for (let i = k; i < c.size; i++) if (logits[i] === tie) tied.push(ids[i]!);
+  tied.sort((a, b) => a - b);
+  tied.forEach((id, n) => {
+    ids[k + n] = id;
+    logits[k + n] = tie;
+  });
+  return k + tied.length;
 }
 
 /** above this many candidates top-p first tries the best 256 only, as llama.cpp does */

@@ -39,8 +39,8 @@ export type SamplerStep = "temperature" | "topK" | "topP" | "minP" | "typicalP";
  * - "llama.cpp": common/sampling.cpp's default sampler sequence (top-k, typical-p, top-p, min-p,
  *   then temperature): the filters see the untempered distribution. The Model API's order.
  * - "transformers": GenerationMixin._get_logits_processor's warpers (temperature, top-k, top-p,
- *   min-p, typical-p): every filter sees the temperature-scaled distribution. The text-generation
- *   pipeline's order.
+ *   min-p, typical-p): every filter sees the temperature-scaled distribution, and top-k keeps the
+ *   ties of the k-th logit as TopKLogitsWarper does. The text-generation pipeline's order.
  */
 export const SAMPLER_ORDERS = {
   "llama.cpp": ["topK", "typicalP", "topP", "minP", "temperature"],

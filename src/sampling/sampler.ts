@@ -37,7 +37,8 @@ export interface Sampler {
 /** each step of a chain on the candidates, with its option's value */
 const STEPS: Record<SamplerStep, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
   temperature: (c, o) => applyTemperature(c, o.temperature),
-  topK: (c, o) => topK(c, o.topK),
+  // transformers' TopKLogitsWarper keeps the ties of the k-th score; llama.cpp keeps exactly k
+  topK: (c, o) => topK(c, o.topK, o.samplerOrder === "transformers"),
   topP: (c, o) => topP(c, o.topP),
   minP: (c, o) => minP(c, o.minP),
   typicalP: (c, o) => typicalP(c, o.typicalP),
