@@ -209,6 +209,11 @@ test("a malformed or hostile tokenizer.json fails at load naming the file and th
       ["huge-added-token", (tj) => { tj.added_tokens = [...tj.added_tokens, { id: 32000, content: "x".repeat(1 << 20), special: true }]; }, /"added_tokens\[\d+\]\.content": 1048576 characters, more than the 4096/],
       ["catastrophic-split", (tj) => { tj.pre_tokenizer = { type: "Split", pattern: { Regex: "(a+)+$" }, behavior: "Isolated", invert: false }; }, /"pre_tokenizer\.pattern\.Regex": "\(a\+\)\+\$" repeats a group that repeats itself/],
       ["catastrophic-replace", (tj) => { tj.normalizer.normalizers.push({ type: "Replace", pattern: { Regex: "(\\s*)*x" }, content: "" }); }, /"normalizer\.normalizers\[2\]\.pattern\.Regex".*catastrophic backtracking/],
+      // tokenizers (Rust) refuses a null step; the library skipped it ("Hello world" encoded as "Helloworld") or crashed at decode
+      ["null-pre-tokenizer-step", (tj) => { tj.pre_tokenizer = { type: "Sequence", pretokenizers: [{ type: "Split", pattern: { String: " " }, behavior: "Isolated", invert: false }, null] }; }, /"pre_tokenizer\.pretokenizers\[1\]": expected an object with "type", found null/],
+      ["null-decoder-step", (tj) => { tj.decoder.decoders.push(null); }, /"decoder\.decoders\[\d+\]": expected an object with "type", found null/],
+      ["nested-null-normalizer-step", (tj) => { tj.normalizer.normalizers.push({ type: "Sequence", normalizers: [null] }); }, /"normalizer\.normalizers\[2\]\.normalizers\[0\]": expected an object with "type", found null/],
+      ["decoder-a-number", (tj) => { tj.decoder = 5; }, /"decoder": expected an object with "type" or null, found 5/],
     ];
     for (const [name, mutate, message] of cases) {
       const folder = join(root, name);

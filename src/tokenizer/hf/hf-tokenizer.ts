@@ -54,6 +54,28 @@ export interface ResolvedMerges {
   readonly splitAsLibrary: boolean;
 }
 
+/** where each section's Sequence keeps its steps */
+const SEQUENCE_LISTS = { normalizer: "normalizers", pre_tokenizer: "pretokenizers", post_processor: "processors", decoder: "decoders" } as const;
+
+/**
+ * A section is an object or null, and a Sequence's steps are objects, as tokenizers (Rust) reads
+ * them: the library skipped a null pre-tokenizer step ("Hello world" encoded as "Helloworld") and
+ * crashed on a null decoder step at decode. Nesting is bounded: the check and the library recurse.
+ */
+function checkSteps(where: string, node: unknown, field: string, list: string, depth: number): void {
+  if (node === undefined || node === null) return;
+  if (!isObject(node)) throw new Error(`${where}: "${field}": expected an object with "type" or null, found ${JSON.stringify(node)?.slice(0, 60)}`);
+  if (node.type !== "Sequence") return;
+  if (depth >= 32) throw new Error(`${where}: "${field}": Sequences nested more than 32 deep`);
+  const steps = node[list];
+  if (!Array.isArray(steps)) throw new Error(`${where}: "${field}.${list}": expected a list of steps, found ${JSON.stringify(steps)?.slice(0, 60)}`);
+  steps.forEach((step, i) => {
+    const at = `${field}.${list}[${i}]`;
+    if (!isObject(step)) throw new Error(`${where}: "${at}": expected an object with "type", found ${JSON.stringify(step)?.slice(0, 60)}`);
+    checkSteps(where, step, at, list, depth + 1);
+  });
+}
+
 /** Checks the parts of tokenizer.json the library would otherwise crash on or turn into huge allocations; a BPE model's merges as ids. */
 function validate(where: string, tj: JsonObject): ResolvedMerges | undefined {
   const model = tj.model;
@@ -66,6 +88,7 @@ function validate(where: string, tj: JsonObject): ResolvedMerges | undefined {
     throw new Error(`${where}: "model.type": expected one of ${MODEL_TYPES.join(", ")}, found ${JSON.stringify(model.type)?.slice(0, 60)}`);
   }
   if (model.type === "BPE" && !Array.isArray(model.merges)) throw new Error(`${where}: "model.merges": a BPE model needs its merges array`);
+  for (const [section, list] of Object.entries(SEQUENCE_LISTS)) checkSteps(where, tj[section], section, list, 0);
   const isId = (id: unknown) => typeof id === "number" && Number.isInteger(id) && id >= 0 && id < MAX_TOKEN_ID;
   const badId = (field: string, id: unknown) => new Error(`${where}: ${field}: expected a token id in [0, ${MAX_TOKEN_ID}), found ${JSON.stringify(id)}`);
   // a BPE model's texts by id (the last of a shared id's), for its merge check
