@@ -180,6 +180,22 @@ test("tsllm ls / rm on HF_HUB_CACHE", async () => {
   }
 });
 
+test("tsllm download --cache DIR writes into DIR (a new folder), not HF_HUB_CACHE, and ls / rm --cache DIR find it there", async () => {
+  hub.add({ repo: "acme/elsewhere", commit: C1, files: [shared] });
+  const cache = join(dir, "download-cache", "new"), envCache = join(dir, "download-env-cache");
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: envCache, HF_ENDPOINT: hub.hubUrl };
+  const r = await tsllm(["download", "acme/elsewhere:Q8_0", "--cache", cache, "--quiet"], env);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `${join(cache, "models--acme--elsewhere", "snapshots", C1)}\n`);
+  assert.equal(readFileSync(join(cache, "models--acme--elsewhere", "snapshots", C1, "model-Q8_0.gguf")).length, 40_000);
+  assert.ok(!existsSync(envCache), "HF_HUB_CACHE is left alone");
+  const ls = await tsllm(["ls", "--cache", cache, "--json"], env);
+  assert.deepEqual((JSON.parse(ls.stdout) as { repo: string }[]).map((x) => x.repo), ["acme/elsewhere"]);
+  const rm = await tsllm(["rm", "acme/elsewhere", "--cache", cache], env);
+  assert.equal(rm.stdout, "removed acme/elsewhere (40.0 kB freed)\n");
+  assert.deepEqual(await tsllm(["download", "acme/elsewhere", "--cache", ""], env), { code: 2, stdout: "", stderr: "tsllm: error: --cache is empty; give the cache folder or leave the option out\n" });
+});
+
 // root may delete anything, so as root the CLI runs as nobody (uid 65534) against a cache root owns
 const asRoot = process.getuid?.() === 0;
 test("tsllm rm on a cache it may not write is one line naming the cache and the path, not a bare EACCES", { skip: process.getuid === undefined ? "no POSIX users here" : false }, async (t) => {

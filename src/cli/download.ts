@@ -3,7 +3,7 @@ import type { HubSourceName } from "../hub/index.js";
 import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError } from "./args.js";
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
-                      [--token T] [--source hf|modelscope] [--offline] [--quiet] [--json]
+                      [--token T] [--source hf|modelscope] [--cache DIR] [--offline] [--quiet] [--json]
 
 Downloads a model into the Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub or
 ~/.cache/huggingface/hub — the one Python's huggingface_hub uses) and prints the snapshot folder.
@@ -19,6 +19,8 @@ GGUF, or config + tokenizer files + one weight format.
   --exclude GLOB   skip files matching GLOB (repeatable; read as --include)
   --token T        access token (default $HF_TOKEN); sent only to the hub's own host
   --source S       hf (default; $HF_ENDPOINT selects a mirror) or modelscope
+  --cache DIR      another cache root, as ls and rm take it (created if missing, as
+                   huggingface_hub's cache_dir is)
   --offline        use the cache only (also HF_HUB_OFFLINE=1)
   --quiet          no progress on stderr
   --json           print {source, repo, revision, commit, snapshot, path, files, fromCache}
@@ -31,7 +33,7 @@ request may go without data before it is abandoned and retried, a file resumed w
 
 export const DOWNLOAD_ARGS = {
   revision: { type: "string" }, include: { type: "string", multiple: true }, exclude: { type: "string", multiple: true },
-  token: { type: "string" }, source: { type: "string" }, offline: { type: "boolean" }, quiet: { type: "boolean" },
+  token: { type: "string" }, source: { type: "string" }, cache: { type: "string" }, offline: { type: "boolean" }, quiet: { type: "boolean" },
   json: { type: "boolean" },
 } as const;
 
@@ -48,6 +50,8 @@ export async function runDownload(argv: string[]): Promise<void> {
     include: strings(values, "include"),
     exclude: strings(values, "exclude"),
     token: optionalNonEmpty(values, "token", "a Hugging Face access token"),
+    // ls and rm read this cache with --cache DIR; download writes it so (an empty one is one line)
+    cacheDir: optionalNonEmpty(values, "cache", "the cache folder"),
     offline: flag(values, "offline") ? true : undefined,
     refresh: true,
     onProgress: flag(values, "quiet") ? undefined : progressReporter(process.stderr),
