@@ -271,6 +271,27 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(c.choices[0]!.text, byIds.json.choices[0].text);
   });
 
+  test("/v1/completions' top_logprobs hold the chosen token too, up to logprobs+1 entries, as OpenAI documents and vLLM answers: sampled tokens, logprobs 0, an echoed prompt", async () => {
+    // the judge: OpenAI's completions reference ("The API will always return the logprob of the
+    // sampled token, so there may be up to logprobs+1 elements in the response") and vLLM's
+    // completions, whose top_logprobs hold the chosen token beside the top ones
+    for (const logprobs of [0, 1]) {
+      const r = await post(`${s.url}/v1/completions`, { prompt: "Lily", max_tokens: 24, temperature: 1.5, seed: 5, logprobs, echo: true });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      const lp = r.json.choices[0].logprobs as { token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[] };
+      let outside = 0;
+      lp.top_logprobs.forEach((top, j) => {
+        if (top === null) return;
+        assert.ok(Object.keys(top).length >= 1 && Object.keys(top).length <= logprobs + 1, JSON.stringify(top));
+        // the chosen token's logprob is among them
+        assert.ok(Object.values(top).includes(lp.token_logprobs[j]!), `position ${j}: ${JSON.stringify(top)} lacks ${lp.token_logprobs[j]}`);
+        if (Object.keys(top).length > logprobs) outside++;
+      });
+      // (at temperature 1.5 some chosen tokens are not the most likely: the case that lost them)
+      assert.ok(outside > 0, `logprobs ${logprobs}: no token outside the top`);
+    }
+  });
+
   test("/v1/completions reads llama-server's n_probs as the number of alternatives per token, over logprobs", async () => {
     // llama-server's params_from_json_cmpl: n_probs is the count; logprobs is read only while n_probs is 0
     const request = { model: "stories260K", prompt: "Once upon a time", max_tokens: 5, temperature: 0 };

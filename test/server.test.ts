@@ -338,7 +338,8 @@ describe("tsllm serve on stories260K", { skip }, () => {
       const sum = lp.token_logprobs.slice(ctxlen, -1).reduce((a: number, b: number) => a + b, 0);
       const wantSum = want.promptLogprobs!.slice(ctxlen).reduce((a, p) => a + p!.logprob, 0);
       assert.ok(Math.abs(sum - wantSum) < 1e-9);
-      lp.top_logprobs.slice(1).forEach((top: Record<string, number>, j: number) => assert.equal(Object.keys(top).length, 1, `position ${j + 1}`));
+      // (the top one, and the prompt's own token where it is not that one, as OpenAI's and vLLM's completions list it)
+      lp.top_logprobs.slice(1).forEach((top: Record<string, number>, j: number) => assert.ok(Object.values(top).includes(lp.token_logprobs[j + 1]) && Object.keys(top).length <= 2, `position ${j + 1}`));
     }
 
     // max_tokens 0: the prompt alone, scored; a string prompt comes back as given

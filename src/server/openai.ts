@@ -172,9 +172,17 @@ export class TokenTexts {
     return out;
   }
 
-  /** a token's alternatives keyed by their own text */
+  /**
+   * a token's alternatives keyed by their own text, with the token itself where it is not among
+   * them: OpenAI's completions "always return the logprob of the sampled token, so there may be up
+   * to logprobs+1 elements", as vLLM's do (a sampled token outside the top, or logprobs 0, left it
+   * out: `{}` for every token)
+   */
   private topOf(lp: TokenLogprob): Record<string, number> {
-    return Object.fromEntries(lp.top.map((t) => [this.own(t.token).token, t.logprob]));
+    const top = Object.fromEntries(lp.top.map((t) => [this.own(t.token).token, t.logprob]));
+    const own = this.own(lp.token).token;
+    if (!lp.top.some((t) => t.token === lp.token) && !Object.hasOwn(top, own)) top[own] = lp.logprob;
+    return top;
   }
 }
 

@@ -246,7 +246,6 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false,
   return defined(options);
 }
 
-/** `stream` and `stream_options.include_usage` */
 /**
  * `stream` and its `stream_options`: `include_usage` (OpenAI's: a last chunk with the usage) and
  * vLLM's and SGLang's `continuous_usage_stats` (with include_usage, every chunk carries the usage
