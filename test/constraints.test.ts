@@ -970,6 +970,12 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
   assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 2, maxProperties: 1 }), /^GrammarError: #\/maxProperties: 1 is below minProperties 2$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 1 }), /^GrammarError: #\/maxProperties: no object of at most 1 keys can be written with these properties and no other key \(additionalProperties unset, which beside properties takes none here\)$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key \(a grammar cannot keep two other keys apart: a key written twice is one property to a validator\)$/);
+  // minProperties 0 and no maximum: a key after one written takes its comma, the first none (the
+  // count of keys written was capped at 0, and a first optional key took a comma: found by
+  // scripts/fuzz-json-schema.ts)
+  const zero = { type: "object", properties: { a: {}, b: {} }, required: ["b"], additionalProperties: false, minProperties: 0 } as const;
+  agreesWithAjv(zero, ['{"a":1,"b":2}', '{"b":2}', "{}"]);
+  assert.equal(accepts(parseGbnf(jsonSchemaToGbnf(zero)), '{,"a":1,"b":2}'), false);
   // a keyword of objects only: a schema without type that has one is an object schema
   agreesWithAjv({ properties: { a: {} }, minProperties: 1 }, ["{}", '{"a":1}']);
 });

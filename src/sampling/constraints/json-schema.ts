@@ -1453,7 +1453,8 @@ class Converter {
     };
     const min = bound("minProperties") ?? 0, max = bound("maxProperties");
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxProperties: ${max} is below minProperties ${min}`);
-    const cap = Math.min(max ?? min, keys.length + 1);
+    // (at least 1: a state past it must still know a key was written, for the commas)
+    const cap = Math.max(1, Math.min(max ?? min, keys.length + 1));
     // per (place, keys so far): the rule's name, or null where no object of min to max keys ends from there
     const made = new Map<number, string | null>();
     const rest = (i: number, c: number): string | null => {
