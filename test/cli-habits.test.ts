@@ -11,11 +11,15 @@ import { after, test } from "node:test";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 
 const MODEL = "models/stories260K.gguf";
 const skip = skipWithoutShared(MODEL);
 const dir = mkdtempSync(join(tmpdir(), "tsllm-cli-habits-"));
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(async () => {
+  rmSync(dir, { recursive: true, force: true });
+  await disposeSharedLlama();
+});
 
 function tsllm(args: string[], input?: string) {
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input: input ?? "" });
@@ -100,6 +104,23 @@ test("tokenize takes llama-tokenize's --stdin, --ids ([1, 2, 3]) and --show-coun
     assert.equal(bad.code, 2, bad.stderr);
     assert.equal(bad.stderr, `tsllm: error: ${message}\n`);
   }
+});
+
+test("tokenize takes llama-tokenize's --no-parse-special (special tokens' text as text), --no-bos and --log-disable; the ids are llama.cpp's either way", { skip }, async () => {
+  const text = "<s>Once upon</s> a time";
+  const model = await (await sharedLlama()).loadModel({ modelPath: sharedFile(MODEL)!, vocabOnly: true });
+  try {
+    for (const [args, parseSpecial] of [[[], true], [["--no-parse-special", "--no-bos", "--log-disable"], false]] as const) {
+      const r = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", text, "--ids", ...args]);
+      assert.equal(r.code, 0, r.stderr);
+      // node-llama-cpp's tokenize(text, specialTokens): llama_tokenize without BOS, parse_special as given
+      assert.equal(r.stdout, `[${Array.from(model.tokenize(text, parseSpecial)).join(", ")}]\n`, args.join(" "));
+    }
+    assert.match(tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", text, "--ids"]).stdout, /^\[1, .*, 2, /, "<s> and </s> are BOS and EOS when parsed");
+  } finally {
+    await model.dispose();
+  }
+  assert.deepEqual(tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-p", "x", "--add-special", "--no-bos"]), { code: 2, stdout: "", stderr: "tsllm: error: --add-special and --no-bos contradict each other: give one (without either no BOS is added)\n" });
 });
 
 test("bench -n 0 (llama-bench's -n 0 skips its tg test) measures prefill only: decode is -, null in --json, not 0 tok/s or a crash", { skip }, () => {

@@ -2,7 +2,8 @@ import { loadTokenizer } from "../llm.js";
 import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
 import { readTextInput } from "./input-files.js";
 
-export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE | --stdin) [--add-special] [--ids | --json] [--show-count]
+export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE | --stdin) [--add-special | --no-bos]
+                      [--no-parse-special] [--ids | --json] [--show-count] [--log-disable]
 
 Prints a table "Token ID | Token Text", one row per token, pieces as the tokenizer stores them.
 
@@ -13,14 +14,19 @@ Options:
   --file FILE       tokenize the UTF-8 text of FILE, all of it, as llama-tokenize -f does (- reads
                     stdin, as --stdin)
   --stdin           tokenize all of stdin, as llama-tokenize --stdin (--file -)
-  --add-special     add BOS/EOS (or CLS/SEP) as the model's metadata says; off by default
+  --add-special     add BOS/EOS (or CLS/SEP) as the model's metadata says; off by default (where
+                    llama-tokenize adds the model's BOS unless --no-bos)
+  --no-bos          no BOS, as llama-tokenize --no-bos (this command's default already)
+  --no-parse-special  special tokens' text (<s>, <|im_end|>) tokenized as plain text, not as those
+                    tokens, as llama-tokenize --no-parse-special
+  --log-disable     taken, as llama-tokenize takes it; this command logs nothing anyway
   --ids             print only the ids, as llama-tokenize --ids: [1, 2, 3]
   --show-count      end with the line "Total number of tokens: N", as llama-tokenize --show-count
   --json            print {"ids": [...], "pieces": [...]}
   -h, --help        show this help
 `;
 
-export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" }, stdin: { type: "boolean" }, ids: { type: "boolean" }, "show-count": { type: "boolean" } };
+export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" }, stdin: { type: "boolean" }, ids: { type: "boolean" }, "show-count": { type: "boolean" }, "no-bos": { type: "boolean" }, "no-parse-special": { type: "boolean" }, "log-disable": { type: "boolean" } };
 
 export async function runTokenize(argv: string[]): Promise<void> {
   const values = parse(argv, TOKENIZE_ARGS);
@@ -30,13 +36,15 @@ export async function runTokenize(argv: string[]): Promise<void> {
   const sources = [given !== undefined && "--text", values.file !== undefined && "--file", flag(values, "stdin") && "--stdin"].filter((x) => x !== false);
   if (sources.length > 1) throw new UsageError(`${sources.slice(0, -1).join(", ")} and ${sources.at(-1)} ${sources.length === 2 ? "both" : "all"} give the text; give one`);
   if (flag(values, "json") && (flag(values, "ids") || flag(values, "show-count"))) throw new UsageError(`--json and ${flag(values, "ids") ? "--ids" : "--show-count"} both choose the output; give one (--json's ids are the tokens, their length the count)`);
+  if (flag(values, "add-special") && flag(values, "no-bos")) throw new UsageError("--add-special and --no-bos contradict each other: give one (without either no BOS is added)");
   // llama-tokenize --stdin is --file -
   const file = flag(values, "stdin") ? "-" : optionalString(values, "file");
   // llama-tokenize -f FILE (and --stdin): the text read as it is, a final line break included
   const text = file === undefined ? given : await readTextInput(file, "--file");
   if (text === undefined) throw new UsageError("--text is required (or --file FILE; --stdin or --file - reads stdin)");
   const tokenizer = await loadTokenizer(path);
-  const ids = tokenizer.encode(text, { addSpecialTokens: flag(values, "add-special") });
+  // llama-tokenize's parse_special: special tokens' text is those tokens unless --no-parse-special
+  const ids = tokenizer.encode(text, { addSpecialTokens: flag(values, "add-special"), parseSpecial: !flag(values, "no-parse-special") });
   const pieces = ids.map((id) => tokenizer.piece(id));
   if (flag(values, "json")) {
     process.stdout.write(JSON.stringify({ ids, pieces }) + "\n");
