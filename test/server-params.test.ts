@@ -166,6 +166,11 @@ describe("request parameters on stories260K", { skip }, () => {
       { role: "user", content: [{ type: "text", text: "a time" }] },
     ]), want);
     assert.deepEqual(await ask([{ role: "user", content: "Once upon" }, { role: "assistant", content: [{ type: "output_text", text: "I cannot." }] }, { role: "user", content: "a time" }]), want);
+    // a message's name (OpenAI's participant name) is a string on every role
+    const named = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x", name: 5 }], max_tokens: 2 });
+    assert.equal(named.status, 400);
+    assert.equal(named.json.error.param, "messages[0].name");
+    assert.equal((await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x", name: "bob" }], max_tokens: 2 })).status, 200);
     // a part of a known type without its string is still the request's fault, named
     const bad = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }, { role: "assistant", content: [{ type: "refusal", text: "no" }] }] });
     assert.equal(bad.status, 400);

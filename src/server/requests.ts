@@ -24,9 +24,11 @@ export function messagesOf(body: Body): ChatMessage[] {
     // a turn's reasoning goes back to the template as llama.cpp hands it over (a field of the message, when not empty): Qwen3's writes it after the last user turn
     const reasoning = optionalString(m as Body, "reasoning_content", where);
     if (reasoning) out.reasoning_content = reasoning;
+    // (OpenAI's participant name, a string on every role: another value is the request's 400, not passed over)
+    const name = optionalString(m as Body, "name", where);
     if (role === "tool") {
       // templates match a result to its call by this id (Command R7B, Mistral)
-      const id = optionalString(m as Body, "tool_call_id", where), name = optionalString(m as Body, "name", where);
+      const id = optionalString(m as Body, "tool_call_id", where);
       if (id !== undefined) out.tool_call_id = id;
       if (name !== undefined) out.name = name;
     }
