@@ -958,7 +958,7 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
     // a key written twice is one to a validator: never what meets the minimum
     for (const t of ['{"x":1,"x":2}', '{"x":"s","x":"t"}', '{"a":1,"x":"s","x":"t"}']) if (accepts(g, t)) assert.ok(validate(JSON.parse(t)), `${JSON.stringify(schema)} ${t}`);
     // random walks of the grammar and random instances (those that need two other keys left aside, as above)
-    const r = checkSchema(schema as object, new Rng(7), ajv, 20, 20);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(7), ajv, 20, 20);
     assert.deepEqual(r.findings.filter((f) => f.kind !== "incomplete" || !needsTwoOthers(f.text)).map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
     assert.ok(r.walks > 0, JSON.stringify(schema));
   }
@@ -1021,7 +1021,7 @@ test("patternProperties: keys of the patterns with values of their schema, a pro
       }
     }
     assert.ok(valid > 3, `${JSON.stringify(schema)}: ${valid} valid texts`);
-    const r = checkSchema(schema as object, new Rng(11), ajv, 30, 0);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(11), ajv, 30, 0);
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
     assert.ok(r.walks > 0, JSON.stringify(schema));
   }
@@ -1088,7 +1088,7 @@ test("propertyNames: the names it refuses are not written, its finite names are 
       }
     }
     assert.ok(valid > 0, JSON.stringify(schema));
-    const r = checkSchema(schema as object, new Rng(13), ajv, 30, 0);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(13), ajv, 30, 0);
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
   }
   const faults: [JsonSchema, RegExp][] = [
@@ -1129,7 +1129,7 @@ test("contains / minContains: at least that many elements match, anywhere, exact
       assert.equal(accepts(g, t), ok, `${JSON.stringify(schema)} ${t}`);
     }
     assert.ok(valid > 0, JSON.stringify(schema));
-    const r = checkSchema(schema as object, new Rng(17), ajv, 30, 30);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(17), ajv, 30, 30);
     assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
   }
   // a long array: the loop past minItems is a repetition, not a rule per element
