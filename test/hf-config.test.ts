@@ -44,6 +44,7 @@ test("config.json: fields read with HF defaults; absurd values rejected naming t
   for (const patch of [{ hidden_act: "silu" }, { hidden_act: "swish" }, { ...GPT2 }, { ...GPT2, activation_function: "gelu_new", scale_attn_weights: true, scale_attn_by_inverse_layer_idx: false }, { ...GPT2, activation_function: "gelu_pytorch_tanh" }]) {
     assert.doesNotThrow(() => readHFConfig(folderWith({ ...LLAMA, ...patch })), JSON.stringify(patch));
   }
+  assert.doesNotThrow(() => readHFConfig(folderWith({ ...LLAMA, partial_rotary_factor: 1 })), "partial_rotary_factor 1: the whole head, as without it");
   assert.equal(readHFConfig(folderWith({ ...LLAMA, architectures: ["MistralForCausalLM"] })).arch, "llama");
   assert.equal(readHFConfig(folderWith({ ...LLAMA, architectures: ["Qwen2ForCausalLM"] })).attentionBias, true);
   const bad: [Record<string, unknown>, RegExp][] = [
@@ -71,6 +72,9 @@ test("config.json: fields read with HF defaults; absurd values rejected naming t
     [{ ...GPT2, scale_attn_weights: false }, /scale_attn_weights: false is not supported/],
     [{ ...GPT2, scale_attn_by_inverse_layer_idx: true }, /scale_attn_by_inverse_layer_idx: true is not supported/],
     [{ max_position_embeddings: 0 }, /max_position_embeddings: expected an integer/],
+    // transformers' Llama / Mistral / Qwen attention rotates the whole head; a factor below 1 was ignored (another model, silently)
+    [{ partial_rotary_factor: 0.5 }, /partial_rotary_factor: expected 1 \(the whole head rotated; partial rotation is not supported\), found 0\.5/],
+    [{ rope_parameters: { rope_type: "default", rope_theta: 1e6, partial_rotary_factor: 0.25 } }, /rope_parameters\.partial_rotary_factor: expected 1 .*found 0\.25/],
   ];
   for (const [patch, re] of bad) {
     const f = folderWith({ ...LLAMA, ...patch });

@@ -135,6 +135,14 @@ function ropeSettings(f: Fields, contextLength: number): { theta: number; scalin
     return Object.keys(v).length > 0 ? { key: k, o: v as Record<string, unknown> } : undefined;
   };
   const params = pick("rope_scaling") ?? pick("rope_parameters");
+  // these models rotate the whole head (transformers' Llama, Mistral and Qwen attention cannot rotate
+  // a part): a factor other than 1 was ignored, a silently different model
+  const partial = (o: Record<string, unknown>, field: string) => {
+    const v = o["partial_rotary_factor"];
+    if (v !== undefined && v !== null && v !== 1) throw new HFConfigError(f.path, field, `expected 1 (the whole head rotated; partial rotation is not supported), found ${JSON.stringify(v)?.slice(0, 60)}`);
+  };
+  partial(f.o, "partial_rotary_factor");
+  if (params) partial(params.o, `${params.key}.partial_rotary_factor`);
   if (!params) return { theta: f.num("rope_theta", 10000, Number.MIN_VALUE) };
   const s = new Fields(f.path, params.o, `${params.key}.`);
   const theta = s.has("rope_theta") ? s.num("rope_theta", 10000, Number.MIN_VALUE) : f.num("rope_theta", 10000, Number.MIN_VALUE);
