@@ -491,19 +491,11 @@ function beamScheduler(cacheReplies: boolean, promptLength = 20, blocks = 64) {
 }
 
 /**
- * The judge of a recompute's least work: each row of the beams' prefix tree (a distinct prefix of
- * their tokens) past the first `cached` positions (found in the prefix cache), once.
+ * The search both tests below preempt: one beam chooses 30 tokens; then it forks beam 1 (at 50
+ * tokens), which forks beam 2 (at 52); each new beam copies its parent's partial block (forkCopy),
+ * as BeamStrategy's forks do. Left after the search's step: each beam's last token chosen, not computed yet.
  */
-function prefixTreeRows(beams: readonly RunningSequence[], cached: number): number {
-  const rows = new Set<string>();
-  for (const b of beams) for (let p = cached; p < b.tokens.length; p++) rows.add(b.tokens.slice(0, p + 1).join(","));
-  return rows.size;
-}
-
-test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, all in one step (a beam forking off another's generated tokens, or differing from it only in its last token, included), no more blocks held than before the preemption", () => {
-  const { pool, scheduler: s, request, step, start, preempt, recompute, end } = beamScheduler(false);
-  // the search: one beam chooses 30 tokens; then it forks beam 1 (at 50 tokens), which forks beam 2
-  // (at 52); each new beam copies its parent's partial block (forkCopy), as BeamStrategy's forks do
+function forkedSearch({ scheduler: s, request, step, start }: ReturnType<typeof beamScheduler>) {
   const root = start();
   for (let t = 0; t < 30; t++) {
     root.tokens.push(100 + t);
@@ -520,6 +512,23 @@ test("a preempted beam search's recompute shares the beams' common generated pre
   root.tokens.push(220);
   beam1.tokens.push(221);
   const beam2 = s.fork(request, beam1, [...before1, 222], "copy");
+  return { root, beam1, beam2 };
+}
+
+/**
+ * The judge of a recompute's least work: each row of the beams' prefix tree (a distinct prefix of
+ * their tokens) past the first `cached` positions (found in the prefix cache), once.
+ */
+function prefixTreeRows(beams: readonly RunningSequence[], cached: number): number {
+  const rows = new Set<string>();
+  for (const b of beams) for (let p = cached; p < b.tokens.length; p++) rows.add(b.tokens.slice(0, p + 1).join(","));
+  return rows.size;
+}
+
+test("a preempted beam search's recompute shares the beams' common generated prefix again: each row of the beams' prefix tree computed once, all in one step (a beam forking off another's generated tokens, or differing from it only in its last token, included), no more blocks held than before the preemption", () => {
+  const rig = beamScheduler(false);
+  const { pool, preempt, recompute, end } = rig;
+  const { root, beam1, beam2 } = forkedSearch(rig);
   // preempted after the search's step: each beam's last token chosen, not computed yet
   // prompt + common prefix: 3 full blocks shared by all, one partial block each
   assert.equal(pool.stats.blocksInUse, 6);
@@ -560,23 +569,9 @@ test("a preempted beam search's recompute shares the beams' common generated pre
 
 test("in the step a preempted beam search's beams share rows their parents' chunks compute, the room it promises is what its recompute takes: a request that fits beside it is admitted in that step", () => {
   // a 12-block pool (watermark 1 block); the search of the test above, preempted after beam 2's fork
-  const { pool, scheduler: s, request, step, start, preempt } = beamScheduler(false, 20, 12);
-  const root = start();
-  for (let t = 0; t < 30; t++) {
-    root.tokens.push(100 + t);
-    step();
-  }
-  const common = root.tokens.slice();
-  root.tokens.push(200);
-  const beam1 = s.fork(request, root, [...common, 201], "copy");
-  step();
-  root.tokens.push(210);
-  beam1.tokens.push(211);
-  step();
-  const before1 = beam1.tokens.slice();
-  root.tokens.push(220);
-  beam1.tokens.push(221);
-  s.fork(request, beam1, [...before1, 222], "copy");
+  const rig = beamScheduler(false, 20, 12);
+  const { pool, scheduler: s, request, preempt } = rig;
+  forkedSearch(rig);
   preempt();
   // a sampled request whose 40-token prompt takes 3 blocks waits behind it
   const sample = { width: 1, recomputable: true, extraBlocks: () => 0 } as unknown as Strategy;
