@@ -138,6 +138,26 @@ test("bench -n 0 (llama-bench's -n 0 skips its tg test) measures prefill only: d
   assert.ok(report.tsllm.medians.prefillTokensPerSecond! > 0);
 });
 
+test("bench -p 4,8 -n 0,2 (llama-bench's comma lists and ranges) runs each pair of a prompt length and a decode count: a table each, --json an array; a bad list is one line", { skip }, () => {
+  const json = tsllm(["bench", "-m", sharedFile(MODEL)!, "-p", "4-8+4", "-n", "0,2", "-r", "1", "--backend", "reference", "--json"]);
+  assert.equal(json.code, 0, json.stderr);
+  const reports = JSON.parse(json.stdout) as { promptTokens: number; genTokens: number; tsllm: { medians: Record<string, number | null> } }[];
+  assert.deepEqual(reports.map((r) => [r.promptTokens, r.genTokens]), [[4, 0], [4, 2], [8, 0], [8, 2]]);
+  assert.deepEqual(reports.map((r) => r.tsllm.medians.decodeTokensPerSecond === null), [true, false, true, false]);
+  const table = tsllm(["bench", "-m", sharedFile(MODEL)!, "-p", "4,8", "-n", "2", "-r", "1", "--backend", "reference"]);
+  assert.equal(table.code, 0, table.stderr);
+  assert.deepEqual([...table.stdout.matchAll(/ (\d+) prompt tokens, (\d+) decode steps,/g)].map((m) => [m[1], m[2]]), [["4", "2"], ["8", "2"]]);
+  assert.equal(table.stdout.match(/^prefill \(tok\/s\) +[\d.]+$/gm)?.length, 2);
+  for (const [args, message] of [
+    [["-p", "16,,32"], "--prompt-tokens expects a number or a list as llama-bench takes it (e.g. 128, 16,32 or 16-128*2), got \"16,,32\""],
+    [["-n", "1-9*1"], "--gen-tokens: the range 1-9*1 never reaches its end (a step must be at least +1 or *2, from 1 up)"],
+    [["-p", "1-100000"], "--prompt-tokens \"1-100000\" holds more than 1000 values; give fewer"],
+    [["-p", "8,0"], "--prompt-tokens must be >= 1, got 0 (in \"8,0\")"],
+  ] as const) {
+    assert.deepEqual(tsllm(["bench", "-m", sharedFile(MODEL)!, ...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${message}\n` }, args.join(" "));
+  }
+});
+
 test("embed -f FILE / --file - (llama-embedding's -f): one text a line, a BOM and the final line break dropped, CRLF lines too; with --input too, or neither, one line", { skip }, () => {
   const texts = ["Once upon a time", "", "there was a dog"];
   const given = tsllm(["embed", "-m", sharedFile(MODEL)!, ...texts.flatMap((t) => ["--input", t]), "--json", "--threads", "1"]);

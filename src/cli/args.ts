@@ -272,6 +272,37 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
   return n;
 }
 
+/** more values than any benchmark sweep runs: a range such as 1-1000000000 is a typo, not a plan */
+const MAX_LIST_VALUES = 1000;
+
+/**
+ * A count or a list of counts, as llama-bench reads -p / -n: items separated by commas, each N,
+ * FIRST-LAST (every integer between, both included), FIRST-LAST+STEP or FIRST-LAST*FACTOR
+ * (16-128*2 is 16,32,64,128). Values in the order given, a repeated one once; undefined when the
+ * option is absent. A step that makes no progress (+0, *1) is refused, as llama-bench refuses it.
+ */
+export function optionalCountList(values: ParsedValues, name: string, check: { min: number }): number[] | undefined {
+  const v = values[name];
+  if (v === undefined) return undefined;
+  const text = String(v);
+  const out = new Set<number>();
+  for (const item of text.split(",")) {
+    const m = /^\s*(-?\d+)(?:-(\d+)(?:([+*])(\d+))?)?\s*$/.exec(item);
+    if (!m) throw new UsageError(`--${name} expects a number or a list as llama-bench takes it (e.g. 128, 16,32 or 16-128*2), got "${text}"`);
+    const [first, last, step] = [Number(m[1]), Number(m[2] ?? m[1]), Number(m[4] ?? 1)];
+    const op = m[3] ?? "+";
+    if (![first, last, step].every(Number.isSafeInteger)) throw new UsageError(`--${name} expects integers, got "${text}"`);
+    if (m[2] !== undefined && (op === "+" ? step < 1 : step < 2 || first < 1)) throw new UsageError(`--${name}: the range ${item.trim()} never reaches its end (a step must be at least +1 or *2, from 1 up)`);
+    for (let i = first; i <= last; i = op === "+" ? i + step : i * step) {
+      if (i < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${String(i) === text.trim() ? i : `${i} (in "${text}")`}`);
+      out.add(i);
+      if (out.size > MAX_LIST_VALUES) throw new UsageError(`--${name} "${text}" holds more than ${MAX_LIST_VALUES} values; give fewer`);
+    }
+    if (first > last) throw new UsageError(`--${name}: the range ${item.trim()} ends before it starts`);
+  }
+  return [...out];
+}
+
 /**
  * --threads: 0 or less (-1 is the documented one), or absent, for the default (all cores), as
  * llama.cpp's -t (and llama-bench's) take any N <= 0 for the hardware's thread count; at most the

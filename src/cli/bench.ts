@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
-import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type LlamaCppGpu } from "../bench/index.js";
-import { backendOption, flag, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type BenchOptions, type BenchReport, type LlamaCppGpu } from "../bench/index.js";
+import { backendOption, flag, optionalCountList, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 
@@ -18,6 +18,10 @@ Options:
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
   --gen-tokens N        decode steps (default 128; 0: prefill only, decode shown as -, null in --json,
                         as llama-bench -n 0 skips its tg test)
+                        Both take llama-bench's lists: 16,32, 16-64 (each), 16-64+16, 16-128*2. Each
+                        pair of a prompt length and a decode count is one benchmark (a prefill, then
+                        that many decode steps after it; llama-bench runs each -p and each -n as a
+                        test of its own), one table each, and --json prints an array of the objects
   --repetitions N       runs per engine (default 3)
   --backend NAME        tsllm backend: wasm (default), reference or webgpu
   --cache-type-k T      KV cache type of keys for both engines: f32, f16, q8_0, q4_0 (default: each
@@ -53,21 +57,31 @@ export async function runBench(argv: string[]): Promise<void> {
   const modelPath = requireString(values, "model");
   const backend = backendOption(values);
   const json = flag(values, "json");
-  const report = await runBenchmark({
+  const prompts = optionalCountList(values, "prompt-tokens", { min: 1 }) ?? [128];
+  const gens = optionalCountList(values, "gen-tokens", { min: 0 }) ?? [128];
+  const options: Omit<BenchOptions, "promptTokens" | "genTokens"> = {
     modelPath,
     backend,
     cacheTypes: benchCacheTypes(values),
     threads: threadsOption(values) ?? availableParallelism(),
-    promptTokens: optionalNumber(values, "prompt-tokens", { integer: true, min: 1 }) ?? 128,
-    genTokens: optionalNumber(values, "gen-tokens", { integer: true, min: 0 }) ?? 128,
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: flag(values, "vs-llama-cpp"),
     llamaCppGpu: llamaCppGpuOption(values),
     timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
     onSample: json ? undefined : (engine, r, s) =>
       process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${Number.isNaN(s.decodeTokensPerSecond) ? "-" : `${s.decodeTokensPerSecond.toFixed(1)} tok/s`}, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`),
-  });
-  process.stdout.write(json ? JSON.stringify(report) + "\n" : formatReport(report));
+  };
+  // each table as soon as its benchmark ends (a sweep takes long); --json's array at the end
+  const reports: BenchReport[] = [];
+  for (const promptTokens of prompts) {
+    for (const genTokens of gens) {
+      const report = await runBenchmark({ ...options, promptTokens, genTokens });
+      if (!json) process.stdout.write((reports.length > 0 ? "\n" : "") + formatReport(report));
+      reports.push(report);
+    }
+  }
+  // one benchmark: the one object, as before lists were taken
+  if (json) process.stdout.write(JSON.stringify(reports.length === 1 ? reports[0] : reports) + "\n");
 }
 
 /** --cache-type-k / -v for a benchmark: either sets both engines' types (the other kind f32), neither leaves each engine's default */
