@@ -176,6 +176,22 @@ test("embed -f FILE / --file - (llama-embedding's -f): one text a line, a BOM an
   assert.deepEqual(tsllm(["embed", "-m", "x.gguf"]), { code: 2, stdout: "", stderr: "tsllm: error: --input is required (or --file FILE, one text a line; --file - reads stdin)\n" });
 });
 
+test("embed --embd-separator SEP (llama-embedding's) splits each --input and the file's text at SEP, every part a text, line breaks kept inside; an empty SEP is one line", { skip }, () => {
+  const texts = ["Once upon\na time", "", "there was a dog"];
+  const given = tsllm(["embed", "-m", sharedFile(MODEL)!, ...texts.flatMap((t) => ["--input", t]), "--json", "--threads", "1"]);
+  assert.equal(given.code, 0, given.stderr);
+  const expected = JSON.parse(given.stdout) as number[][];
+  const split = tsllm(["embed", "-m", sharedFile(MODEL)!, "-p", texts.slice(0, 2).join("<#sep#>"), "--input", texts[2]!, "--embd-separator", "<#sep#>", "--json", "--threads", "1"]);
+  assert.equal(split.code, 0, split.stderr);
+  assert.deepEqual(JSON.parse(split.stdout), expected);
+  const file = join(dir, "embed-sep.txt");
+  writeFileSync(file, texts.join("<#sep#>") + "\n");
+  const fromFile = tsllm(["embed", "-m", sharedFile(MODEL)!, "-f", file, "--embd-separator", "<#sep#>", "--json", "--threads", "1"]);
+  assert.equal(fromFile.code, 0, fromFile.stderr);
+  assert.deepEqual(JSON.parse(fromFile.stdout), expected, "the file's final line break is dropped, as llama.cpp's -f drops it");
+  assert.deepEqual(tsllm(["embed", "-m", "x.gguf", "--input", "a", "--embd-separator", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --embd-separator is empty; give the text between the texts or leave the option out\n" });
+});
+
 test("generate --grammar takes the grammar's text as llama.cpp's --grammar does, or a file; --grammar-file (llama.cpp's file option) is --grammar; an empty one is one line", { skip }, () => {
   // llama.cpp's common/arg.cpp: --grammar GRAMMAR is the BNF text, --grammar-file FNAME reads a file;
   // "root ::= ..." was "--grammar root ::= ...: no such file"

@@ -1,11 +1,11 @@
 import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { backendOption, flag, inputLabel, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { fileText, readTextInput } from "./input-files.js";
 
-export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--normalize | --no-normalize]
-                   [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME] [--threads N]
-                   [--backend wasm|reference|webgpu] [--json]
+export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--embd-separator SEP]
+                   [--normalize | --no-normalize] [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME]
+                   [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
 max_seq_length truncation, with a warning naming the input); any BERT/RoBERTa/DistilBERT folder
@@ -15,9 +15,12 @@ GGUF's pooling_type (else the last token), L2-normalized unless --no-normalize.
 
 Options:
   --model MODEL     sentence-transformers folder or Hub id (default: sentence-transformers/all-MiniLM-L6-v2)
-  --input TEXT      a text (repeatable; this or --file is required)
+  --input TEXT      a text (repeatable; this or --file is required). One text each, line breaks
+                    and all (llama-embedding splits its -p at line breaks: --embd-separator does so here)
   --file FILE       one text a line, as llama-embedding -f (its separator's default, a line break): a
                     BOM and the final line break dropped, an empty line an empty text (- reads stdin)
+  --embd-separator SEP  split each --input, or the file's text, at SEP instead (every part a text,
+                    empty ones too), as llama-embedding --embd-separator (e.g. "<#sep#>")
   --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a decoder)
   --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
   --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
@@ -32,12 +35,13 @@ Options:
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
-export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
 
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
   if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
   const given = strings(values, "input"), file = optionalString(values, "file");
+  const separator = optionalNonEmpty(values, "embd-separator", "the text between the texts");
   if (given && given.length > 0 && file !== undefined) throw new UsageError("--input and --file both give the texts; give one");
   if ((!given || given.length === 0) && file === undefined) throw new UsageError("--input is required (or --file FILE, one text a line; --file - reads stdin)");
   const pooling = optionalString(values, "pooling");
@@ -49,8 +53,11 @@ export async function runEmbed(argv: string[]): Promise<void> {
   const prompts = { ...(prompt === undefined ? {} : { prompt }), ...(promptName === undefined ? {} : { promptName }) };
   if (flag(values, "normalize") && flag(values, "no-normalize")) throw new UsageError("--normalize and --no-normalize contradict each other: give one");
   // read last among the checks: a usage error must not wait for a pipe's end. llama-embedding
-  // splits its prompt at each "\n" (--embd-separator's default); a CRLF file's "\r" goes too
-  const inputs = file === undefined ? given! : fileText(await readTextInput(file, "--file")).split(/\r?\n/);
+  // splits its prompt at each "\n" (--embd-separator's default); a CRLF file's "\r" goes too.
+  // A separator given splits as its split_lines does: at each occurrence, every part kept
+  const inputs = file === undefined
+    ? (separator === undefined ? given! : given!.flatMap((t) => t.split(separator)))
+    : fileText(await readTextInput(file, "--file")).split(separator ?? /\r?\n/);
   const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values), onWarning: printWarning });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
