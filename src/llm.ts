@@ -156,6 +156,11 @@ export class Model {
     return this.engine.contextSize;
   }
 
+  /** the KV pool's budget and the bytes it holds now (Engine.kvMemory): what a draft model loaded beside this one leaves it */
+  get kvMemory(): { readonly budgetBytes: number; readonly storedBytes: number } {
+    return this.engine.kvMemory;
+  }
+
   /**
    * Why `draft` cannot draft for this model, or undefined: its vocabulary's size, or a token that
    * means something else to it (draftVocabularyMismatch: its ids go to this model as they are).

@@ -455,8 +455,11 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
-  // free = the plan at 512 and one context more, a 1 GiB margin: the default pool keeps one context
-  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
+  // free = the plan at 512, one context more and the draft's own plan (the same file: its weights,
+  // scratch and a pool of one block, its cache counting in the model's pool), a 1 GiB margin: the
+  // default pool keeps one context
+  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 16 * perToken }).totalBytes;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 512 * perToken + draftPlan), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
   const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "300", "--ignore-eos", "--temperature", "0", "--seed", "1", "--json", "--no-warmup"];
   // the judge: the same request without a draft runs in that one context (and llama.cpp gives a draft its own context)
   const plain = await cli(gen, env);
@@ -470,15 +473,42 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   assert.equal(out.completion, (JSON.parse(plain.stdout) as { completion: string }).completion, "greedy: the draft changes no token");
   const lines = drafted.stderr.trim().split("\n");
   assert.equal(lines.length, 1, drafted.stderr);
-  assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves 0 B free, less than the 1\.07 GB memory margin/);
-  // free = the plan alone: no room for the draft's cache beside the context, refused in one line
+  assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves [\d.]+ [kMG]?B free, less than the 1\.07 GB memory margin/);
+  // free = the plan alone: no room for the draft beside the pool's one context, refused in one line
   // that does not propose a smaller --memory-margin: the judge, --memory-margin 0, is refused the same
   const tight = { ...env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes) };
   const refused = await cli([...gen, "--draft-model", FILE], tight);
   assert.equal(refused.code, 2, refused.stderr);
-  assert.match(refused.stderr, /^tsllm: error: --max-tokens: .* but the KV cache holds 512 tokens \(\d+ bytes\); lower --max-tokens, or make the KV cache smaller per token: --cache-type-k q8_0 --cache-type-v q8_0\n$/);
+  // (before, the draft loaded against the free memory alone and the request was refused for its cache)
+  assert.match(refused.stderr, /^tsllm: error: --draft-model .*m\.gguf: needs .*, --model's KV pool may still grow into [\d.]+ [kMG]?B \(its budget [\d.]+ [kMG]?B, 0 B allocated\): lower --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
   const noMargin = await cli([...gen, "--draft-model", FILE, "--memory-margin", "0"], tight);
   assert.equal(noMargin.stderr, refused.stderr);
+});
+
+test("serve --draft-model: one memory plan with the model's --kv-memory pool, which it allocates only as requests come: the draft's weights and scratch must fit beside the whole budget (a byte less: one line naming --draft-model and what to lower); the draft's own pool is one block", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  // the model's budget: 4 contexts; the draft (the same file) needs its weights, scratch and one block
+  const budget = 4 * 512 * perToken;
+  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 16 * perToken }).totalBytes;
+  const args = ["--model", FILE, "--draft-model", FILE, "--ctx-size", "512", "--backend", "reference", "--kv-memory", String(budget), "--no-warmup"];
+  const envWith = (free: number) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(free), TSLLM_MEMORY_MARGIN: "0" });
+  // (the model's own plan, weights + budget + scratch, fits in both)
+  assert.ok(planMemory({ ...request(512), kvCacheBytes: budget }).totalBytes <= budget + draftPlan - 1);
+  const s = await spawnServe(args, { env: envWith(budget + draftPlan) });
+  try {
+    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with /);
+  } finally {
+    s.child.kill("SIGTERM");
+    await s.exited;
+  }
+  // before: the draft was checked against the free memory alone (and planned a pool of a context of its own), so it started
+  const refused = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(budget + draftPlan - 1) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights .*\), but of the [\d.]+ [kMG]?B free, --model's KV pool may still grow into [\d.]+ [kMG]?B \(its budget [\d.]+ [kMG]?B, 0 B allocated\): lower --kv-memory, --parallel or --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
 });
 
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {

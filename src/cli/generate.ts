@@ -2,13 +2,15 @@ import type { ChatTemplateSource } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import type { GenerateOptions, GenerationResult } from "../generation/index.js";
 import { PROMPT_NORMALIZATIONS, type PromptNormalization } from "../tokenizer/index.js";
-import { loadModel, loadModelForOneRequest, type LoadModelOptions, type Model } from "../llm.js";
+import { loadModel, loadModelForOneRequest, loadPlanRequest, type LoadModelOptions, type Model } from "../llm.js";
 import { checkCacheTypes, decoderShape, LOAD_QUANTIZATIONS, openModel, type LoadQuantization } from "../models/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
-import { refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
+import { availableMemoryBytes, planMemory, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
+import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
+import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
@@ -230,17 +232,9 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width
   const model = await loadModelForOneRequest(path, loadOptions, width, draftFile).catch(loadRefusalInFlagWords);
-  const draft = draftFile === undefined ? undefined : await loadModel(draftFile, { ...loadOptions, quantize: draftQuantize }).catch((e: unknown) => { model.dispose(); loadRefusalInFlagWords(e); });
-  if (draft) {
-    // at load, in flag words (the library would refuse the request naming its option)
-    try {
-      refuseForeignDraft(model, draft, draftFile!);
-    } catch (e) {
-      model.dispose();
-      throw e;
-    }
-    options.draftModel = draft;
-  }
+  // (the pool is sized for this one request: its context is what sizes it)
+  const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, { ...loadOptions, quantize: draftQuantize }, "--ctx-size").catch((e: unknown) => { model.dispose(); throw e; });
+  if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model), promptSource };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
   // (to repeat the run) as at any end, status 130: llama.cpp's sigint_handler prints its
@@ -585,6 +579,39 @@ export function refuseForeignDraft(model: Model, draft: Model, file: string): vo
   if (mismatch === undefined) return;
   draft.dispose();
   throw new UsageError(`--draft-model ${file}: ${mismatch}: a draft model must share the model's vocabulary`);
+}
+
+/**
+ * --draft-model FILE loaded beside `model` as one memory plan, in flag words: the draft's weights
+ * and scratch must fit in the free memory less what the model's KV pool may still grow into (its
+ * budget less what it holds now: the pool is allocated as requests need it). The draft's own
+ * engine gets a pool of one block, never used: a speculative request's draft cache comes from the
+ * pool the model's engine keeps for the draft, its rows counted in the model's budget
+ * (Engine.draftCache), which the plan already holds. Loaded at the model's context, one sequence;
+ * refused in one line naming --draft-model and `lower` (the flags that size the model's pool);
+ * then held to the vocabulary rule (refuseForeignDraft).
+ */
+export async function loadDraftBeside(model: Model, file: string, options: LoadModelOptions, lower: string): Promise<Model> {
+  const { budgetBytes, storedBytes } = model.kvMemory;
+  const free = options.availableMemory ?? availableMemoryBytes();
+  const room = Math.max(0, free - (budgetBytes - storedBytes));
+  const at = { ...options, contextSize: model.contextSize, maxSequences: 1, availableMemory: room };
+  const draft = await (async () => {
+    const r = loadPlanRequest(openModel(file), at, model.contextSize);
+    const block = r && DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+    const p = r && planMemory({ ...r, kvCacheBytes: block });
+    if (p && p.totalBytes > room) {
+      throw new UsageError(`--draft-model ${file}: needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + scratch ${formatBytes(p.scratchBytes)}; its KV cache counts in --model's pool), but of the ${formatBytes(free)} free, --model's KV pool may still grow into ${formatBytes(budgetBytes - storedBytes)} (its budget ${formatBytes(budgetBytes)}, ${formatBytes(storedBytes)} allocated): lower ${lower}, or make the draft smaller (--draft-quantize)`);
+    }
+    return loadModel(file, block === undefined ? at : { ...at, kvCacheBytes: block });
+  })().catch((e: unknown) => {
+    if (e instanceof UsageError) throw e;
+    // (named by its flag: the message names its file, but not that it is the draft)
+    if (e instanceof Error) e.message = `--draft-model: ${e.message}`;
+    return loadRefusalInFlagWords(e);
+  });
+  refuseForeignDraft(model, draft, file);
+  return draft;
 }
 
 /** --draft-quantize: what the draft model's weights are quantized to while it loads, as --quantize's */

@@ -3,7 +3,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadRefusalInFlagWords, refuseForeignDraft, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 
@@ -181,20 +181,14 @@ export async function runServe(argv: string[]): Promise<void> {
 
 /**
  * --draft-model, loaded as the model was (its backend, threads, cache types, the --quantize of
- * --draft-quantize) for the model's context, and held to the library's rule, the model's
- * vocabulary (its size and token texts, Model.draftMismatch), here: refused in one line naming both files before the server takes requests
- * (each request would otherwise be refused, naming neither). The draft's own KV pool stays
- * unused: its caches come from the pool the model's engine keeps for it, within --kv-memory
+ * --draft-quantize), beside it as one memory plan (loadDraftBeside: the draft's weights and the
+ * model's KV pool as planned, within --kv-memory the draft's caches too) and held to the
+ * library's rule, the model's vocabulary (Model.draftMismatch): refused in one line naming both
+ * files before the server takes requests (each request would otherwise be refused, naming neither)
  */
 async function loadDraft(model: Model | EmbeddingModel, file: string, options: LoadModelOptions): Promise<Model> {
   if ("embed" in model) throw new UsageError(`--draft-model: --model ${model.path} is an embedding model, which generates nothing to draft for`);
-  const draft = await loadModel(file, { ...options, contextSize: model.contextSize, maxSequences: 1 }).catch((e: unknown) => {
-    // (named by its flag: the message names its file, but not that it is the draft)
-    if (e instanceof Error) e.message = `--draft-model: ${e.message}`;
-    return loadRefusalInFlagWords(e);
-  });
-  refuseForeignDraft(model, draft, file);
-  return draft;
+  return loadDraftBeside(model, file, options, "--kv-memory, --parallel or --ctx-size");
 }
 
 /**

@@ -216,6 +216,16 @@ export class Engine {
     return { contextSize: this.contextSize, tokenIds: this.tokenIds, rows: this.model.info.vocabSize, maxSequences: this.maxSequences, kv };
   }
 
+  /**
+   * The KV pool's memory: the bytes it may grow to (its budget: kvCacheBytes or the default, whole
+   * blocks; a draft model's rows count in it, see draftCache) and the bytes its K and V arrays hold
+   * now. The pool grows as requests need it, so a load beside this engine (a draft model) must
+   * leave it budgetBytes - storedBytes of the memory free now.
+   */
+  get kvMemory(): { readonly budgetBytes: number; readonly storedBytes: number } {
+    return { budgetBytes: this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken, storedBytes: this.pool?.storedBytes ?? 0 };
+  }
+
   /** bytes of K and V one token takes, all layers together */
   get bytesPerToken(): number {
     return kvBytesPerToken(this.model.info, this.model.kvCacheTypes);
