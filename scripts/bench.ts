@@ -28,7 +28,7 @@
 import { basename } from "node:path";
 import { BENCH_MODELS, formatParallelSummary, formatReport, formatSampleWarnings, formatSummary, runBenchmark, runParallelBenchmark, type BenchModel, type BenchOptions, type BenchReport, type EngineSample, type ParallelSample } from "../src/bench/index.js";
 import { benchCacheTypes, llamaCppGpuOption, seconds } from "../src/cli/bench.js";
-import { flag, memoryMarginOption, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
+import { flag, memoryMarginOption, optionalCountList, optionalNumber, optionalString, parse, UsageError } from "../src/cli/args.js";
 import { typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel } from "../src/testing/index.js";
 
@@ -60,11 +60,12 @@ async function main(argv: string[]): Promise<void> {
     "memory-margin": { type: "string" },
   });
   if (flag(values, "help")) {
-    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH] [--memory-margin SIZE]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n--memory-margin SIZE: with --parallel, the free memory tsllm's KV pool leaves unused, as generate's (default TSLLM_MEMORY_MARGIN, else 1G)\n`);
+    process.stdout.write(`Usage: npm run bench -- [--only NAME,...] [--all] [--threads N] [--prompt-tokens N[,N...]] [--gen-tokens N] [--repetitions N] [--backend wasm|reference|webgpu] [--no-llama-cpp] [--llama-cpp-gpu vulkan|cuda] [--timeout S] [--json] [--parallel N,...] [--cache-type-k T] [--cache-type-v T] [--runtime node|chromium] [--chromium PATH] [--memory-margin SIZE]\nModels: ${ENTRIES.map((e) => e.name + (e.onlyWithAll ? " (--all)" : "")).join(", ")}\n--prompt-tokens N,N,...: each model after each prompt length (the summary's "decode at depth": decode rate relative to the shortest)\n--prompt-tokens and --parallel take lists as llama-bench's -p does: 128,1536, 128-1024*2 (128,256,512,1024), 1-16+5 (1,6,11,16)\n--parallel N,...: concurrent requests (default models ${PARALLEL_DEFAULT_MODELS.join(", ")}; --prompt-tokens 32, --gen-tokens 64)\n--runtime chromium: tsllm in headless Chromium (the browser build, wasm backend; --chromium PATH, default /usr/bin/chromium)\n--memory-margin SIZE: with --parallel, the free memory tsllm's KV pool leaves unused, as generate's (default TSLLM_MEMORY_MARGIN, else 1G)\n`);
     return;
   }
-  const concurrency = concurrencyList(optionalString(values, "parallel"));
-  const promptLengths = countList("--prompt-tokens", optionalString(values, "prompt-tokens")) ?? [];
+  // llama-bench's lists, as tsllm bench -p takes them: 1,4,8, 128-1536*2, 16-64+16
+  const concurrency = optionalCountList(values, "parallel", { min: 1 });
+  const promptLengths = optionalCountList(values, "prompt-tokens", { min: 1 }) ?? [];
   if (concurrency && promptLengths.length > 1) throw new UsageError("--prompt-tokens takes one length with --parallel");
   const only = optionalString(values, "only")?.split(",").map((s) => s.trim().toLowerCase()).filter((s) => s !== "");
   for (const name of only ?? []) {
@@ -148,21 +149,6 @@ async function main(argv: string[]): Promise<void> {
   // rows grouped by model, shortest prompt first
   runs.results.sort((a, b) => selected.findIndex((e) => e.name === a.name) - selected.findIndex((e) => e.name === b.name) || a.report.promptTokens - b.report.promptTokens);
   finish(runs, formatSummary);
-}
-
-/** "1,4,8" as distinct request counts in the order given; undefined without --parallel */
-function concurrencyList(list: string | undefined): number[] | undefined {
-  return countList("--parallel", list, "request counts");
-}
-
-/** "128,1536" as distinct positive integers in the order given; undefined when the option is absent */
-function countList(option: string, list: string | undefined, what = "token counts"): number[] | undefined {
-  if (list === undefined) return undefined;
-  const counts = list.split(",").map((s) => s.trim());
-  for (const c of counts) {
-    if (!/^[1-9][0-9]*$/.test(c)) throw new UsageError(`${option} expects ${what} >= 1 separated by commas, e.g. ${option === "--parallel" ? "1,4,8,16" : "128,1536"}; got "${list}"`);
-  }
-  return [...new Set(counts.map(Number))];
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -252,7 +252,18 @@ test("tsllm bench --backend webgpu: a context whose K/V array passes the adapter
 test("npm run bench -- --parallel rejects a list that is not request counts >= 1", () => {
   const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench.ts"), "--parallel", "1,0"], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.equal(r.status, 2, r.stderr);
-  assert.match(r.stderr, /--parallel expects request counts >= 1/);
+  assert.equal(r.stderr, 'bench: error: --parallel must be >= 1, got 0 (in "1,0")\n');
+});
+
+test("npm run bench -- --prompt-tokens and --parallel take tsllm bench's (llama-bench's) ranges: 16-64+16 is four lengths, 1-1000000 too many counts", () => {
+  const script = (args: string[]) => spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "scripts/bench.ts"), ...args], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  // refused before anything runs, for holding more than one length: the range was read as 16,32,48,64
+  const lengths = script(["--prompt-tokens", "16-64+16", "--parallel", "1"]);
+  assert.deepEqual({ status: lengths.status, stderr: lengths.stderr }, { status: 2, stderr: "bench: error: --prompt-tokens takes one length with --parallel\n" });
+  const counts = script(["--parallel", "1-1000000"]);
+  assert.deepEqual({ status: counts.status, stderr: counts.stderr }, { status: 2, stderr: 'bench: error: --parallel "1-1000000" holds more than 1000 values; give fewer\n' });
+  const bad = script(["--prompt-tokens", "128,,1536"]);
+  assert.deepEqual({ status: bad.status, stderr: bad.stderr }, { status: 2, stderr: 'bench: error: --prompt-tokens expects a number or a list as llama-bench takes it (e.g. 128, 16,32 or 16-128*2), got "128,,1536"\n' });
 });
 
 test("the serve load generator streams every request to its 64 tokens from a real tsllm serve at 1 and 2 clients", { skip }, async () => {
