@@ -254,3 +254,36 @@ test("GGUF: a BPE merge whose parts or result are not tokens is refused at load,
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("GGUF: a special token id stored as another type than u32 (f32 2.5, a string, i32) is refused naming the key, as llama.cpp refuses it", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-special-ids-"));
+  try {
+    const write = async (name: string, eos: GGUFEntry) => {
+      const path = join(dir, name);
+      await writeGGUF(path, {
+        metadata: [["tokenizer.ggml.model", ggufEntry.string("llama")], ["tokenizer.ggml.tokens", ggufEntry.strings(["<unk>", "<s>", "</s>", "\u2581a", "x"])],
+          ["tokenizer.ggml.scores", ggufEntry.f32s([0, 0, 0, 0, 0])], ["tokenizer.ggml.token_type", ggufEntry.i32s([2, 3, 3, 1, 1])],
+          ["tokenizer.ggml.eos_token_id", eos]],
+        tensors: [],
+      });
+      return path;
+    };
+    // u32 is read; one past the vocabulary keeps the default (2), as llama.cpp
+    assert.equal(loadGGUFTokenizer(await write("u32.gguf", ggufEntry.u32(4))).eosId, 4);
+    assert.equal(loadGGUFTokenizer(await write("none.gguf", ggufEntry.u32(0xffffffff))).eosId, 2);
+    for (const [name, eos, found] of [
+      ["f32.gguf", ggufEntry.f32(2.5), "f32 2.5"],
+      ["str.gguf", ggufEntry.string("4"), `str "4"`],
+      ["i32.gguf", ggufEntry.i32(4), "i32 4"],
+      ["arr.gguf", ggufEntry.u32s([4]), "arr of 1"],
+    ] as const) {
+      const path = await write(name, eos);
+      assert.throws(() => loadGGUFTokenizer(path), (e: Error) => {
+        assert.equal(e.message, `${path}: tokenizer.ggml.eos_token_id: expected a u32, found ${found}`);
+        return true;
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

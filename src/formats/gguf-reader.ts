@@ -373,6 +373,20 @@ export class GGUFMetadata {
     if (v === undefined) throw new GGUFError(this.path, key, "required metadata key is missing");
     return v;
   }
+  /**
+   * A key llama.cpp reads as uint32_t (the special token ids): its loader refuses every other
+   * stored type, an i32 or f32 included, rather than converting.
+   */
+  u32(key: string): number | undefined {
+    const e = this.entries.get(key);
+    if (e === undefined) return undefined;
+    if (e.type !== GGUFValueType.UINT32) {
+      const v = e.value;
+      const value = Array.isArray(v) || ArrayBuffer.isView(v) ? `of ${(v as ArrayLike<unknown>).length}` : JSON.stringify(typeof v === "bigint" ? v.toString() : v).slice(0, 40);
+      throw new GGUFError(this.path, key, `expected a u32, found ${GGUF_TYPE_NAMES[e.type] ?? `type ${e.type}`} ${value}`);
+    }
+    return e.value as number;
+  }
   string(key: string): string | undefined {
     const v = this.raw(key);
     if (v === undefined) return undefined;
@@ -399,6 +413,14 @@ export class GGUFMetadata {
     throw new GGUFError(this.path, key, `expected a numeric array, found ${describe(v)}`);
   }
 }
+
+/** gguf.h's names of the value types (gguf_type_name), as llama.cpp's messages spell them */
+const GGUF_TYPE_NAMES: Partial<Record<GGUFValueType, string>> = {
+  [GGUFValueType.UINT8]: "u8", [GGUFValueType.INT8]: "i8", [GGUFValueType.UINT16]: "u16", [GGUFValueType.INT16]: "i16",
+  [GGUFValueType.UINT32]: "u32", [GGUFValueType.INT32]: "i32", [GGUFValueType.FLOAT32]: "f32", [GGUFValueType.BOOL]: "bool",
+  [GGUFValueType.STRING]: "str", [GGUFValueType.ARRAY]: "arr", [GGUFValueType.UINT64]: "u64", [GGUFValueType.INT64]: "i64",
+  [GGUFValueType.FLOAT64]: "f64",
+};
 
 function describe(v: GGUFValue): string {
   if (Array.isArray(v)) return `an array of ${v.length}`;

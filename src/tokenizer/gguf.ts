@@ -67,7 +67,8 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
 
   const specialId = (key: string, fallback: number | undefined): number | undefined => {
     const full = `tokenizer.ggml.${key}`;
-    const v = meta.number(full);
+    // a float or signed id is refused, as llama.cpp's loader refuses it (not read as "no id")
+    const v = meta.u32(full);
     // llama.cpp ignores ids outside the vocabulary (converters write 0xFFFFFFFF for "none") and keeps the default
     const inVocab = (id: number | undefined) => id !== undefined && Number.isInteger(id) && id >= 0 && id < n;
     if (inVocab(v)) return v;
