@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
+import type { ChatMessage } from "../src/chat/index.js";
+import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
 describe("request parameters on stories260K", { skip }, () => {
@@ -147,6 +149,39 @@ describe("request parameters on stories260K", { skip }, () => {
       const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 2 });
       assert.equal(r.status, 400, JSON.stringify(prompt));
       assert.equal(r.json.error.param, "prompt");
+    }
+  });
+
+  test("/v1/completions takes llama-server's prompt objects {prompt_string}, alone or in a list of prompts; multimodal_data is a 400 naming it", async () => {
+    // the judge: llama-server's tokenize_input_subprompt (tools/server/server-common.cpp): an
+    // object's prompt_string is read as a prompt (a string, or ids and strings as tokenize_mixed
+    // reads them); with multimodal_data and no projector it refuses the request
+    const tok = s.model.tokenizer;
+    const once = tok.encode("Once upon", { addSpecialTokens: true });
+    const greedy = async (prompt: unknown) => {
+      const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 6, temperature: 0, echo: true });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return { texts: (r.json.choices as { text: string }[]).map((c) => c.text), tokens: r.json.usage.prompt_tokens as number };
+    };
+    const plain = await greedy("Once upon a time");
+    assert.deepEqual(await greedy({ prompt_string: "Once upon a time" }), plain);
+    assert.deepEqual(await greedy({ prompt_string: "Once upon a time", multimodal_data: [] }), plain);
+    const ids = await greedy([...once, " a time"]);
+    const several = await greedy([{ prompt_string: "Once upon a time" }, "Once upon a time", { prompt_string: [...once, " a time"] }]);
+    assert.deepEqual(several.texts, [plain.texts[0], plain.texts[0], ids.texts[0]]);
+    // the openai client sends it as given
+    const r = await client.completions.create({ model: "stories260K", prompt: { prompt_string: "Once upon a time" } as unknown as string, max_tokens: 6, temperature: 0, echo: true });
+    assert.equal(r.choices[0]!.text, plain.texts[0]);
+    for (const [prompt, param, re] of [
+      [{ prompt_string: "Once", multimodal_data: ["aGVsbG8="] }, "prompt.multimodal_data", /'prompt.multimodal_data' cannot be read: this server reads text only/],
+      [["Once", { prompt_string: "upon", multimodal_data: ["aGVsbG8="] }], "prompt[1].multimodal_data", /'prompt\[1\].multimodal_data' cannot be read/],
+      [{}, "prompt.prompt_string", /'prompt.prompt_string' must be a string or a non-empty array of token ids and strings, got none/],
+      [[{ prompt_string: 5 }], "prompt[0].prompt_string", /got number/],
+      [{ prompt_string: [1e6] }, "prompt.prompt_string", /token ids must be integers in \[0, 512\), got 1000000/],
+    ] as const) {
+      const bad = await refusal(client.completions.create({ model: "stories260K", prompt: prompt as unknown as string, max_tokens: 2 }));
+      assert.equal(bad.param, param, bad.message);
+      assert.match(bad.message, re);
     }
   });
 
@@ -442,5 +477,39 @@ describe("a token limit the KV cache cannot hold, on stories260K with a 48-token
     const wide = await post(`${s.url}/v1/completions`, { prompt: "Once", n: 99, max_tokens: 1 });
     assert.equal(wide.status, 400);
     assert.match(wide.json.error.message, /sequences this server runs at once \(maxSequences\)$/);
+  });
+});
+
+/** a template that writes each turn's participant name, as some do (`name` when the message has one) */
+const NAMED = "{% for m in messages %}{{ m.role }}{% if m.name is defined %} ({{ m.name }}){% endif %}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+describe("participant names on stories260K", { skip: skip || skipWithoutJinja2 }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  before(async () => (s = await serveStories({}, { chatTemplate: NAMED })));
+  after(() => s?.close());
+
+  test("a message's name reaches the chat template on every role, as llama.cpp hands it over (an empty one left out)", async () => {
+    // the judge: Python's jinja2 rendering the template with the messages as llama.cpp builds them
+    // for it (common_chat_msgs_parse_oaicompat keeps every role's name, the message handed to the
+    // template holds it when not empty); the server's prompt is the library's encoding of that
+    // text (its token count and the greedy reply it leads to). The names were dropped but a tool's.
+    const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: "none", maxRetries: 0 });
+    const sent: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "system", content: "Tell a story.", name: "narrator" },
+      { role: "user", content: "Once upon a time", name: "lily" },
+      { role: "assistant", content: "there was a cat", name: "storyteller" },
+      { role: "user", content: "and then", name: "" },
+    ];
+    const given: ChatMessage[] = sent.map((m) => ({ role: m.role, content: m.content as string, ...("name" in m && m.name ? { name: m.name } : {}) }));
+    const [out] = renderWithJinja2(NAMED, [{ messages: given, add_generation_prompt: true }]);
+    assert.ok(out && "out" in out, JSON.stringify(out));
+    assert.equal(out.out, "system (narrator): Tell a story.\nuser (lily): Once upon a time\nassistant (storyteller): there was a cat\nuser: and then\nassistant:");
+    const formatter = s.model.chatFormatter(NAMED);
+    assert.equal(formatter.prompt(given, {}, {}), out.out);
+    const tokens = formatter.encode(given, {}, {});
+    const want = await s.model.generate(tokens, { maxTokens: 6, temperature: 0, stopTokens: [...formatter.endOfTurnIds] });
+    const r = await client.chat.completions.create({ model: "stories260K", messages: sent, max_tokens: 6, temperature: 0 });
+    assert.equal(r.usage!.prompt_tokens, tokens.length);
+    assert.equal(r.choices[0]!.message.content, want.completion);
   });
 });

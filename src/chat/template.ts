@@ -19,7 +19,7 @@ export interface ChatMessage {
   tool_calls?: readonly { readonly id?: string; readonly type: "function"; readonly function: { readonly name: string; readonly arguments: unknown } }[];
   /** a tool turn: which call it answers */
   tool_call_id?: string;
-  /** a tool turn: the function's name */
+  /** a tool turn: the function's name; another turn: the participant's (OpenAI's `name`), for templates that write it */
   name?: string;
   /** an assistant turn's reasoning, apart from its content (templates that keep it write it back: Qwen3's after the last user turn) */
   reasoning_content?: string;

@@ -7,8 +7,8 @@ const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
 
 /**
  * `messages`: [{role, content}] where content is a string, null (assistant) or text parts;
- * "developer" is a system message; an assistant's tool_calls, a tool's tool_call_id and name, and
- * a turn's reasoning_content go to the template with it
+ * "developer" is a system message; an assistant's tool_calls, a tool's tool_call_id, a turn's name
+ * and its reasoning_content go to the template with it
  */
 export function messagesOf(body: Body): ChatMessage[] {
   const v = body.messages;
@@ -24,13 +24,17 @@ export function messagesOf(body: Body): ChatMessage[] {
     // a turn's reasoning goes back to the template as llama.cpp hands it over (a field of the message, when not empty): Qwen3's writes it after the last user turn
     const reasoning = optionalString(m as Body, "reasoning_content", where);
     if (reasoning) out.reasoning_content = reasoning;
-    // (OpenAI's participant name, a string on every role: another value is the request's 400, not passed over)
+    // (OpenAI's participant name on a user, system or assistant turn, a tool turn's function name:
+    // the template gets it on every role when not empty, as llama.cpp hands it over
+    // (common_chat_msg's name, written back into the template's message when set) and vLLM passes
+    // the message's fields; a template that writes names shows who spoke; a name that is not a
+    // string is the request's 400)
     const name = optionalString(m as Body, "name", where);
+    if (name) out.name = name;
     if (role === "tool") {
       // templates match a result to its call by this id (Command R7B, Mistral)
       const id = optionalString(m as Body, "tool_call_id", where);
       if (id !== undefined) out.tool_call_id = id;
-      if (name !== undefined) out.name = name;
     }
     return out;
   });
@@ -110,23 +114,53 @@ export type PromptInput = string | (number | string)[];
 
 /**
  * `prompt` of a text completion: a string, strings, token ids, or arrays of token ids (OpenAI's
- * four forms), and llama-server's mixed ones: token ids and strings in one list are one prompt,
- * and a list of prompts may hold strings, id lists and mixed lists side by side (its
- * tokenize_input_prompts: a list holding an id at its top level is one prompt)
+ * four forms), and llama-server's other ones: token ids and strings in one list are one prompt,
+ * a prompt may be an object {prompt_string} (alone, or in a list), and a list of prompts may hold
+ * strings, id lists, mixed lists and such objects side by side (its tokenize_input_prompts: a list
+ * holding an id at its top level is one prompt)
  */
 export function promptsOf(body: Body, vocabSize: number): PromptInput[] {
   const v = body.prompt;
-  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids (llama-server's lists of token ids and strings mixed too)", v === undefined ? "missing_required_parameter" : "invalid_type");
+  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids (llama-server's lists of token ids and strings mixed, and its {\"prompt_string\": ...} objects, too)", v === undefined ? "missing_required_parameter" : "invalid_type");
   if (typeof v === "string") return [v];
+  if (isObject(v)) return [promptObject(v, "prompt", vocabSize)];
   if (!Array.isArray(v) || v.length === 0) throw bad();
-  const checked = (a: unknown[]): (number | string)[] => {
-    for (const t of a) if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid("prompt", `'prompt' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
-    return a as (number | string)[];
-  };
   // (a list of strings alone is several prompts; one with an id among them is one prompt)
-  if (v.some((p) => typeof p === "number")) return [checked(v)];
-  if (v.every((p) => typeof p === "string" || (Array.isArray(p) && p.length > 0 && p.some((t) => typeof t === "number")))) return v.map((p: unknown) => (typeof p === "string" ? p : checked(p as unknown[])));
-  throw bad();
+  if (v.some((p) => typeof p === "number")) return [idsAndTexts(v, "prompt", vocabSize)];
+  return v.map((p: unknown, i): PromptInput => {
+    if (typeof p === "string") return p;
+    if (isObject(p)) return promptObject(p, `prompt[${i}]`, vocabSize);
+    if (Array.isArray(p) && p.length > 0 && p.some((t) => typeof t === "number")) return idsAndTexts(p, "prompt", vocabSize);
+    throw bad();
+  });
+}
+
+function isObject(v: unknown): v is Body {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** a list of token ids and texts as one prompt, each id in the vocabulary */
+function idsAndTexts(a: readonly unknown[], where: string, vocabSize: number): (number | string)[] {
+  for (const t of a) if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `'${where}' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
+  return a as (number | string)[];
+}
+
+/**
+ * llama-server's prompt object: its `prompt_string`, a string or a list of token ids and strings
+ * (which llama-server reads as tokenize_mixed does: one prompt). Its `multimodal_data` (base64
+ * images or audio beside the text) is refused: this server reads text only, and a prompt read
+ * without them would be answered as if they had not been sent (an empty list holds nothing, and
+ * is taken)
+ */
+function promptObject(o: Body, where: string, vocabSize: number): PromptInput {
+  const media = o["multimodal_data"];
+  if (media !== undefined && media !== null && !(Array.isArray(media) && media.length === 0)) {
+    throw invalid(`${where}.multimodal_data`, `'${where}.multimodal_data' cannot be read: this server reads text only (send the prompt_string alone)`);
+  }
+  const text = o["prompt_string"];
+  if (typeof text === "string") return text;
+  if (Array.isArray(text) && text.length > 0 && text.every((t) => typeof t === "string" || typeof t === "number")) return idsAndTexts(text, `${where}.prompt_string`, vocabSize);
+  throw invalid(`${where}.prompt_string`, `'${where}.prompt_string' must be a string or a non-empty array of token ids and strings, got ${text === undefined ? "none" : Array.isArray(text) ? (text.length === 0 ? "an empty array" : "an array holding other values") : text === null ? "null" : typeof text}`, text === undefined ? "missing_required_parameter" : "invalid_type");
 }
 
 /** template variables a request sets by its own parameters, which chat_template_kwargs may not replace */
