@@ -207,11 +207,15 @@ test("stream(): once a load has answered with the model's limits, a request they
   assert.throws(() => client.stream("Lily", { n: 5 }), refused("n"));
   assert.throws(() => client.streamChat(messages, { chatTemplate: "{{ messages[0].content }}", numBeams: 5 }), refused("numBeams"));
   assert.throws(() => client.streamChat(messages), (e: unknown) => e instanceof NoChatTemplateError);
+  assert.throws(() => client.stream(new Array(256).fill(1), { maxTokens: 1 }), (e: unknown) => refused("prompt")(e) && /which leaves no room for a token to generate/.test((e as Error).message));
   assert.equal(worker.posted.length, posted, "nothing reached the worker");
+  // a prompt that fills the context and generates nothing (scored only) is sent, as the engine runs it
+  client.stream(new Array(256).fill(1), { maxTokens: 0 }).return(undefined as never).catch(() => undefined);
+  assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["generate", "abort"]);
   // a second load not answered yet: the model may change, the worker decides
   void client.load("http://localhost/other.gguf").catch(() => undefined);
   client.stream([1, 512]).return(undefined as never).catch(() => undefined);
-  assert.deepEqual(worker.posted.slice(posted).map((r) => r.op), ["load", "generate", "abort"]);
+  assert.deepEqual(worker.posted.slice(posted + 2).map((r) => r.op), ["load", "generate", "abort"]);
   await load(true);
   client.streamChat(messages).return(undefined as never).catch(() => undefined);
   assert.equal(worker.posted.at(-2)!.op, "chat", "a model with a chat template");

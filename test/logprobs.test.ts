@@ -8,6 +8,7 @@ import { tokenLogprobs } from "../src/generation/logprobs.js";
 import { loadModel } from "../src/index.js";
 import type { LlamaContextSequence } from "node-llama-cpp";
 import { disposeSharedLlama, llamaCppRun, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { post, serveStories } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 test("tokenLogprobs: hand-computed log-softmax, top k best first with the lower id on ties", () => {
@@ -135,7 +136,8 @@ test("stories260K: promptLogprobs' sum over a window's second half is tsllm perp
     "--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "perplexity", "--model", sharedFile(MODEL)!, "--file", file, "--ctx", String(ctx), "--chunks", "1", "--json",
   ], { cwd: PROJECT_ROOT });
   const ppl = JSON.parse(stdout).perplexity as number;
-  const model = await loadModel(sharedFile(MODEL)!, { contextSize: ctx + 1 });
+  // a window of ctx tokens scored in a context of ctx, as the perplexity tool (and llama.cpp's) computes it
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: ctx });
   try {
     // as the perplexity tool: the text tokenized once, the first window, its second half scored
     const window = model.tokenizer.encode(readFileSync(file, "utf8"), { addSpecialTokens: true, parseSpecial: false }).slice(0, ctx);
@@ -145,5 +147,68 @@ test("stories260K: promptLogprobs' sum over a window's second half is tsllm perp
     assert.ok(Math.abs(Math.exp(-mean) - ppl) / ppl < 1e-4, `exp(-mean) ${Math.exp(-mean)} vs tsllm perplexity ${ppl}`);
   } finally {
     model.dispose();
+  }
+});
+
+test("stories260K: a prompt that fills the context is scored with maxTokens 0, its promptLogprobs llama.cpp's and a larger context's; one that generates needs room for a token", { skip }, async () => {
+  const ctx = 64;
+  const text = readFileSync(sharedFile("text/tinystories-valid-30k.txt")!, "utf8").slice(0, 2000);
+  const small = await loadModel(sharedFile(MODEL)!, { backend: "reference", contextSize: ctx });
+  const large = await loadModel(sharedFile(MODEL)!, { backend: "reference", contextSize: 4 * ctx });
+  try {
+    const tokens = small.tokenizer.encode(text).slice(0, ctx);
+    assert.equal(tokens.length, ctx);
+    const r = await small.generate(tokens, { maxTokens: 0, promptLogprobs: 5 });
+    assert.equal(r.completionTokens.length, 0);
+    assert.equal(r.finishReason, "length");
+    // nothing was cut by the context: the request asked for no token
+    assert.equal(r.finishDetail, "maxTokens (0) reached");
+    assert.equal(r.promptLogprobs!.length, ctx);
+    assert.deepEqual(r.promptLogprobs, (await large.generate(tokens, { maxTokens: 0, promptLogprobs: 5 })).promptLogprobs);
+    const ref = await llamaCppEveryPosition(sharedFile(MODEL)!, tokens, small.info.vocabSize);
+    for (let i = 1; i < ctx; i++) {
+      const lp = r.promptLogprobs![i]!, dist = ref[i - 1]!;
+      assert.ok(Math.abs(lp.logprob - dist[lp.token]!) < 1e-4, `position ${i}: ${lp.logprob} vs llama.cpp ${dist[lp.token]}`);
+      assert.deepEqual(lp.top.map((t) => t.token), ranking(dist).slice(0, 5), `position ${i} top 5`);
+    }
+    // a generating request (maxTokens 1, or the default) has no position for its token; a longer prompt none for itself
+    const full = `the prompt has ${ctx} tokens but the context holds ${ctx}, which leaves no room for a token to generate; use a larger contextSize or a shorter prompt`;
+    await assert.rejects(small.generate(tokens, { maxTokens: 1, promptLogprobs: 0 }), { message: full, code: "context_length_exceeded" });
+    await assert.rejects(small.generate(tokens), { message: full });
+    await assert.rejects(small.generate([...tokens, tokens[1]!], { maxTokens: 0, promptLogprobs: 0 }), { message: `the prompt has ${ctx + 1} tokens but the context holds ${ctx}; use a larger contextSize or a shorter prompt` });
+    // the engine still takes requests after the refusals, and the prompt one short of the context generates its one token
+    const one = await small.generate(tokens.slice(0, -1), { maxTokens: 1, temperature: 0 });
+    assert.equal(one.completionTokens.length, 1);
+    assert.equal(one.finishDetail, `context full (${ctx} tokens)`);
+  } finally {
+    small.dispose();
+    large.dispose();
+  }
+});
+
+test("serve /v1/completions: echo with max_tokens 0 scores a prompt of the context's length (lm-eval's OpenAI windows); max_tokens 1 or none is a 400", { skip }, async () => {
+  const ctx = 64;
+  const s = await serveStories({ contextSize: ctx });
+  const large = await loadModel(sharedFile(MODEL)!, { threads: 1, contextSize: 4 * ctx });
+  try {
+    const text = readFileSync(sharedFile("text/tinystories-valid-30k.txt")!, "utf8").slice(0, 2000);
+    const tokens = s.model.tokenizer.encode(text).slice(0, ctx);
+    const r = await post(`${s.url}/v1/completions`, { prompt: tokens, max_tokens: 0, echo: true, logprobs: 1, temperature: 0 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const choice = r.json.choices[0];
+    assert.equal(choice.finish_reason, "length");
+    assert.equal(r.json.usage.prompt_tokens, ctx);
+    assert.equal(r.json.usage.completion_tokens, 0);
+    const want = await large.generate(tokens, { maxTokens: 0, promptLogprobs: 1 });
+    assert.deepEqual(choice.logprobs.token_logprobs, want.promptLogprobs!.map((p) => p?.logprob ?? null));
+    for (const body of [{ max_tokens: 1 }, {}]) {
+      const refused = await post(`${s.url}/v1/completions`, { prompt: tokens, echo: true, logprobs: 1, ...body });
+      assert.equal(refused.status, 400, JSON.stringify(body));
+      assert.equal(refused.json.error.code, "context_length_exceeded");
+      assert.equal(refused.json.error.param, "prompt");
+    }
+  } finally {
+    large.dispose();
+    await s.close();
   }
 });

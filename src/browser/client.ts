@@ -80,7 +80,7 @@ function checkConstraint(options: WorkerGenerateOptions): void {
 function checkRequest(model: Pick<LoadedModel, "limits" | "defaultMaxTokens"> | undefined, prompt: string | readonly number[] | undefined, options: WorkerGenerateOptions, stopTokens: readonly number[] | undefined): void {
   const limits = model?.limits;
   if (limits) {
-    if (Array.isArray(prompt)) checkPromptTokens(prompt, limits);
+    if (Array.isArray(prompt)) checkPromptTokens(prompt, limits, options.maxTokens ?? model.defaultMaxTokens);
     if (stopTokens) checkStopTokens(stopTokens, limits.tokenIds);
     checkLogitBiasIds(resolveSamplingOptions(samplingOptionsOf(options)).logitBias.keys(), limits.rows);
   }

@@ -268,7 +268,8 @@ export class Engine {
     if (this.closed) throw new DisposedError("the engine has been closed (model disposed)");
     const { promptTokens, maxTokens } = params;
     const limits = this.limits;
-    checkPromptTokens(promptTokens, limits);
+    // (a prompt that fills the context is taken when nothing is generated: maxTokens 0)
+    checkPromptTokens(promptTokens, limits, maxTokens);
     try {
       validateMaxTokens(maxTokens);
     } catch (e) {

@@ -43,11 +43,20 @@ export interface KvRequest {
   decoding: { kind: "sample"; n: number } | { kind: "beam"; numBeams: number } | { kind: "speculative"; draftTokens: number; draft: boolean };
 }
 
-/** an empty prompt, one that fills the context, a token id outside the vocabulary */
-export function checkPromptTokens(promptTokens: readonly number[], limits: Pick<RequestLimits, "contextSize" | "tokenIds">): void {
+/**
+ * An empty prompt, one past the context, one that fills it but for a request that generates, a
+ * token id outside the vocabulary. A prompt of exactly the context's length fits its positions: a
+ * request generating nothing (`maxTokens` 0, scoring its prompt: OpenAI's echo with max_tokens 0,
+ * as lm-evaluation-harness's OpenAI model sent windows of the whole context, and llama.cpp's
+ * perplexity tool scores n_ctx tokens in a context of n_ctx) runs; one generating needs room for a
+ * token. `maxTokens` unknown (a default applied later): counted as generating.
+ */
+export function checkPromptTokens(promptTokens: readonly number[], limits: Pick<RequestLimits, "contextSize" | "tokenIds">, maxTokens?: number): void {
   if (promptTokens.length === 0) throw new RequestError("the prompt is empty (no tokens): give some text or enable addSpecialTokens", "prompt");
-  if (promptTokens.length >= limits.contextSize) {
-    throw new RequestError(`the prompt has ${promptTokens.length} tokens but the context holds ${limits.contextSize}; use a larger contextSize or a shorter prompt`, "prompt", "context_length_exceeded");
+  const length = promptTokens.length, context = limits.contextSize;
+  if (length > context || (length === context && maxTokens !== 0)) {
+    const full = length === context ? ", which leaves no room for a token to generate" : "";
+    throw new RequestError(`the prompt has ${length} tokens but the context holds ${context}${full}; use a larger contextSize or a shorter prompt`, "prompt", "context_length_exceeded");
   }
   const vocab = limits.tokenIds;
   for (const t of promptTokens) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RequestError(`token id ${t} is outside the vocabulary [0, ${vocab})`, "prompt");

@@ -122,7 +122,8 @@ export class Sequence {
     this.endedAt = performance.now();
     if (reason === "length") {
       const { contextSize, maxTokens } = this.rules;
-      this.finishDetail = this.tokens.length >= contextSize ? `context full (${contextSize} tokens)` : `maxTokens (${maxTokens}) reached`;
+      // (a request generating nothing, scoring a prompt that fills the context, was cut by its maxTokens 0, not by the context)
+      this.finishDetail = this.tokens.length >= contextSize && maxTokens > 0 ? `context full (${contextSize} tokens)` : `maxTokens (${maxTokens}) reached`;
     }
     // the decoder's pending bytes and a partial stop-string match are released at the end, also
     // at an end-of-generation token or a complete grammar (after a stop string the matcher is
