@@ -2,10 +2,11 @@ import { spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { PROJECT_ROOT } from "./shared.js";
 
-/** runs a script in a fresh Node process (through tsx, from the project root); resolves with its exit code */
-export function runChild(code: string, timeoutMs: number): Promise<{ code: number | null; stderr: string; timedOut: boolean }> {
+/** runs a script in a fresh Node process (through tsx, from the project root; `nodeArgs` before the script, `env` for its environment); resolves with its exit code */
+export function runChild(code: string, timeoutMs: number, options: { nodeArgs?: readonly string[]; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stderr: string; timedOut: boolean }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"] });
+    const args = [...(options.nodeArgs ?? []), "--import", "tsx", "--input-type=module", "-e", code];
+    const child = spawn(process.execPath, args, { cwd: PROJECT_ROOT, stdio: ["ignore", "ignore", "pipe"], env: options.env ?? process.env });
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     let timedOut = false;

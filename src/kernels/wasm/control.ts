@@ -223,10 +223,11 @@ export const SPIN_MS = 2;
 /** the pool's `left` words (WorkerStart.left): a cache line of LEFT_STRIDE Int32 words per thread; its word 0 is the GEN of the thread's last finished work() */
 export const LEFT_STRIDE = 16;
 /**
- * Word 1 of a worker's line: 1 once its loop has stopped for good (it threw outside a kernel, or
- * its JavaScript was terminated), with why in its error channel. The main thread cannot hear of
- * it any other way while it waits on a job (its event loop is blocked), and such a worker never
- * completes the rows it claimed nor leaves the job: the pool's waits look at this word.
+ * Word 1 of a worker's line: 1 once its loop has stopped for good (it threw outside a kernel, its
+ * JavaScript was terminated, or its Node thread exited), with why in its error channel. The main
+ * thread cannot hear of it any other way while it waits on a job (its event loop is blocked), and
+ * such a worker never completes the rows it claimed nor leaves the job: the pool's waits look at
+ * this word.
  */
 export const LEFT_STOPPED = 1;
 /** polls between two clock reads (a clock read costs more than a poll) */

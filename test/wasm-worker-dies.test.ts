@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { test } from "node:test";
+// @ts-expect-error: a plain .mjs build script without type declarations
+import { ensureWasm } from "../scripts/build-wasm.mjs";
+import { runChild } from "./helpers/child.js";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+// A Node kernel worker (src/kernels/wasm/worker.ts) that stops for good after its start: the
+// main thread, busy in a generation's jobs, hears none of the worker's events (its event loop
+// is blocked), so the worker says so itself through the shared words, as the browser's does.
+// test/helpers/kernel-worker-dies.cjs (preloaded with --require, which Node runs in worker
+// threads) makes worker 1 throw out of its loop, or call process.exit, once a file appears.
+
+const MODEL = "models/stories260K.gguf";
+const EXPECTED = "models/stories260K.expected.json";
+const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED);
+
+const child = `
+  import { writeFileSync } from "node:fs";
+  import { loadModel } from "./src/index.ts";
+  const { MODEL_PATH, TSLLM_TEST_WORKER_TRIGGER: trigger } = process.env;
+  const options = { temperature: 0, maxTokens: 64 };
+  const load = () => loadModel(MODEL_PATH, { backend: "wasm", threads: 2, contextSize: 128 });
+  const model = await load();
+  const before = (await model.generate("Once upon a time", options)).completionTokens;
+  writeFileSync(trigger, "");
+  const errors = [];
+  for (let i = 0; i < 2; i++) {
+    try {
+      await model.generate("Once upon a time", options);
+      errors.push("resolved");
+    } catch (e) {
+      errors.push(e.message);
+    }
+  }
+  model.dispose();
+  const again = await load();
+  const after = (await again.generate("Once upon a time", options)).completionTokens;
+  again.dispose();
+  console.error("RESULT " + JSON.stringify({ before, errors, after }));
+`;
+
+for (const how of ["throw", "exit"] as const) {
+  const why = how === "throw" ? "its loop threw Error: boom" : "its thread exited (code 3)";
+  test(`a Node kernel worker that ${how === "throw" ? "throws out of its loop" : "calls process.exit"} mid-generation: the generation rejects naming worker 1 and why, so does the next call, and a load again gives llama.cpp's greedy tokens`, { skip }, async () => {
+    await ensureWasm();
+    const dir = mkdtempSync(join(tmpdir(), "tsllm-worker-dies-"));
+    try {
+      const env = { ...process.env, MODEL_PATH: sharedFile(MODEL)!, TSLLM_TEST_WORKER_DIES: how, TSLLM_TEST_WORKER_TRIGGER: join(dir, "trigger") };
+      const r = await runChild(child, 120_000, { nodeArgs: ["--require", resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")], env });
+      assert.equal(r.timedOut, false, `the child did not finish within 120 s (a hang): ${r.stderr}`);
+      assert.equal(r.code, 0, r.stderr);
+      const line = r.stderr.split("\n").find((l) => l.startsWith("RESULT "));
+      assert.ok(line, r.stderr);
+      const { before, errors, after } = JSON.parse(line.slice("RESULT ".length)) as { before: number[]; errors: string[]; after: number[] };
+      const expected = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases.find((c) => c.prompt === "Once upon a time")!.completionTokens;
+      assert.deepEqual(before, expected, "before the worker stopped");
+      const message = `wasm backend: kernel worker 1 stopped: ${resolve(PROJECT_ROOT, "src/kernels/wasm/worker.ts")}: ${why} after its start; the backend cannot run without it: load the model again`;
+      assert.equal(errors.length, 2);
+      for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
+      assert.deepEqual(after, expected, "a load again");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
