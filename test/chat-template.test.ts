@@ -1,9 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { ChatTemplate, ChatTemplateError, chatFormatterFor, withSystem, type ChatMessage } from "../src/chat/index.js";
+import { ChatTemplate, ChatTemplateError, chatFormatterFor, NoChatTemplateError, withSystem, type ChatMessage } from "../src/chat/index.js";
 import { ggufEntry, GGUFMetadata, readGGUFHeader, writeGGUF } from "../src/formats/index.js";
 import { readTokenizerEntries } from "../src/testing/index.js";
 import { normalizePrompt, tokenizerFromGGUF } from "../src/tokenizer/index.js";
@@ -252,6 +252,45 @@ test("a model's broken chat template names the model file and the field: GGUF to
     // a template given instead of the model's is named by where it came from
     assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta, { source: "{% endif %}", where: "--chat-template mine.jinja" }),
       failsWith(/^--chat-template mine\.jinja: the template does not parse: \{% endif %\} closes no if block$/));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("tokenizer_config.json's chat_template as transformers reads it: a list of {name, template} or a map uses \"default\"; a bad entry fails at load; no \"default\" or a number fails when a chat is templated, naming the field", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-template-kinds-"));
+  try {
+    const folderWith = (name: string, chatTemplate: unknown) => {
+      const folder = join(dir, name);
+      mkdirSync(folder);
+      copyFileSync(join(lenmlDir("qwen3"), "tokenizer.json"), join(folder, "tokenizer.json"));
+      writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify({ chat_template: chatTemplate }));
+      return { folder, config: join(folder, "tokenizer_config.json") };
+    };
+    const hi: ChatMessage[] = [{ role: "user", content: "hi" }];
+    const named = [{ name: "tool_use", template: "T{{ messages[0].content }}" }, { name: "default", template: "D{{ messages[0].content }}" }];
+    assert.equal(chatFormatterFor(openTokenizer(folderWith("list", named).folder)).render(hi, false), "Dhi");
+    assert.equal(chatFormatterFor(openTokenizer(folderWith("map", { default: "M{{ messages[0].content }}" }).folder)).render(hi, false), "Mhi");
+    // transformers' tokenizer builds {name: template} at load: an entry without both keys fails there
+    for (const [name, value, found] of [["null-entry", [null], "null"], ["no-template", [{ name: "default" }], `{"name":"default"}`]] as const) {
+      const { folder, config } = folderWith(name, value);
+      assert.throws(() => openTokenizer(folder), (e: Error) => e.message === `${config}: chat_template[0]: expected an object with "name" and "template" strings, found ${found}`);
+    }
+    // these load (encoding needs no template, as in transformers) and fail at apply_chat_template
+    for (const [name, value, reason] of [
+      ["no-default", [named[0], { name: "rag", template: "R" }], `chat_template: the model has several named chat templates and none is "default" (names: "rag", "tool_use"); transformers needs a template name then`],
+      ["number", 5, "chat_template: expected a template string or a list of {\"name\", \"template\"} objects, found 5"],
+      ["default-number", { default: 5 }, `chat_template: the "default" template: expected a string, found 5`],
+    ] as const) {
+      const { folder, config } = folderWith(name, value);
+      const tok = openTokenizer(folder);
+      assert.ok(tok.encode("hi").length > 0);
+      assert.throws(() => chatFormatterFor(tok), (e: unknown) => {
+        assert.ok(e instanceof NoChatTemplateError, String(e));
+        assert.equal(e.reason, `${config}: ${reason}`);
+        return true;
+      });
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -348,9 +348,11 @@ const cache = new WeakMap<Tokenizer, Map<string, ChatFormatter>>();
  */
 export class NoChatTemplateError extends ChatTemplateError {
   override name = "NoChatTemplateError";
-  readonly reason = "the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json)";
-  constructor() {
+  readonly reason: string;
+  /** `reason`: why the template the model names gives none (tokenizer_config.json's chat_template of the wrong kind) */
+  constructor(reason = "the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json)") {
     super("");
+    this.reason = reason;
     this.message = `${this.reason}; give one with the chatTemplate option`;
   }
 }
@@ -361,7 +363,10 @@ export class NoChatTemplateError extends ChatTemplateError {
  */
 export function chatFormatterFor(tokenizer: Tokenizer, metadata?: StringMetadata, override?: ChatTemplateSource): ChatFormatter {
   const found = override ?? findChatTemplate(tokenizer, metadata);
-  if (!found) throw new NoChatTemplateError();
+  if (!found) {
+    const problem = (tokenizer as { chatTemplateProblem?: unknown }).chatTemplateProblem;
+    throw new NoChatTemplateError(typeof problem === "string" ? problem : undefined);
+  }
   let byTemplate = cache.get(tokenizer);
   if (!byTemplate) cache.set(tokenizer, (byTemplate = new Map()));
   let f = byTemplate.get(found.source);

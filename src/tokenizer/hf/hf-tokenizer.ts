@@ -288,8 +288,10 @@ export class HFTokenizer implements Tokenizer {
   readonly endOfGenerationIds: ReadonlySet<number>;
   readonly addBos: boolean;
   readonly addEos: boolean;
-  /** tokenizer_config.json's chat_template (a named "default" template when it is a list) */
+  /** tokenizer_config.json's chat_template (the "default" one when it names several, as transformers) */
   readonly chatTemplate?: string;
+  /** why a chat_template that is there gives no template (a list with no "default" one, a number): said when a chat needs one */
+  readonly chatTemplateProblem?: string;
   /** where chatTemplate comes from, for errors: "<folder>/tokenizer_config.json: chat template (chat_template)" */
   readonly chatTemplateWhere: string;
   /** the special-token strings templates get as variables */
@@ -401,14 +403,11 @@ export class HFTokenizer implements Tokenizer {
     for (const id of source.extraEosIds ?? []) if (Number.isInteger(id) && id >= 0 && id < this.vocabSize) eog.add(id);
     this.endOfGenerationIds = eog;
 
-    const tmpl = config.chat_template;
-    this.chatTemplateWhere = `${join(dirname(source.where), "tokenizer_config.json")}: chat template (chat_template)`;
-    if (typeof tmpl === "string") this.chatTemplate = tmpl;
-    else if (Array.isArray(tmpl)) {
-      // a list of {name, template}: the "default" one is what apply_chat_template uses
-      const named = tmpl.find((t) => isObject(t) && t.name === "default") as JsonObject | undefined;
-      if (typeof named?.template === "string") this.chatTemplate = named.template;
-    }
+    const configPath = join(dirname(source.where), "tokenizer_config.json");
+    this.chatTemplateWhere = `${configPath}: chat template (chat_template)`;
+    const chosen = chatTemplateOf(config.chat_template, configPath);
+    if (typeof chosen === "string") this.chatTemplate = chosen;
+    else if (chosen) this.chatTemplateProblem = chosen.problem;
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -745,3 +744,33 @@ export class HFTokenizer implements Tokenizer {
   }
 }
 
+/**
+ * tokenizer_config.json's chat_template as transformers resolves it with no template name given:
+ * a string; a list of {name, template} (transformers' tokenizer makes it a name -> template map
+ * at load and fails there on an entry without both keys) or such a map, whose "default" one is
+ * used; null or absent: none. A map without "default" fails only when a chat is templated
+ * (get_chat_template names the templates), as does a value of another type (jinja gets no string),
+ * so the tokenizer still loads for everything else.
+ */
+function chatTemplateOf(value: unknown, configPath: string): string | { problem: string } | undefined {
+  if (value === undefined || value === null || typeof value === "string") return value ?? undefined;
+  const field = `${configPath}: chat_template`;
+  let named: JsonObject;
+  if (Array.isArray(value)) {
+    named = {};
+    value.forEach((entry, i) => {
+      if (!isObject(entry) || typeof entry.name !== "string" || typeof entry.template !== "string") {
+        throw new Error(`${field}[${i}]: expected an object with "name" and "template" strings, found ${JSON.stringify(entry)?.slice(0, 60)}`);
+      }
+      named[entry.name] = entry.template;
+    });
+  } else if (isObject(value)) named = value;
+  else return { problem: `${field}: expected a template string or a list of {"name", "template"} objects, found ${JSON.stringify(value)?.slice(0, 60)}` };
+  if (!Object.hasOwn(named, "default")) {
+    const names = Object.keys(named).sort().map((n) => JSON.stringify(n)).join(", ");
+    return { problem: `${field}: the model has several named chat templates and none is "default" (names: ${names || "none"}); transformers needs a template name then` };
+  }
+  const chosen = named.default;
+  if (typeof chosen !== "string") return { problem: `${field}: the "default" template: expected a string, found ${JSON.stringify(chosen)?.slice(0, 60)}` };
+  return chosen;
+}
