@@ -165,6 +165,11 @@ test("stories260K: a prompt that fills the context is scored with maxTokens 0, i
     assert.equal(r.finishDetail, "maxTokens (0) reached");
     assert.equal(r.promptLogprobs!.length, ctx);
     assert.deepEqual(r.promptLogprobs, (await large.generate(tokens, { maxTokens: 0, promptLogprobs: 5 })).promptLogprobs);
+    // every decoding ends at once with nothing generated: n choices, beam search, speculative by prompt lookup
+    for (const decoding of [{ n: 3 }, { numBeams: 2 }, { promptLookup: true }]) {
+      const other = await small.generate(tokens, { maxTokens: 0, promptLogprobs: 5, ...decoding });
+      assert.deepEqual([other.completionTokens.length, other.finishDetail, other.promptLogprobs], [0, "maxTokens (0) reached", r.promptLogprobs], JSON.stringify(decoding));
+    }
     const ref = await llamaCppEveryPosition(sharedFile(MODEL)!, tokens, small.info.vocabSize);
     for (let i = 1; i < ctx; i++) {
       const lp = r.promptLogprobs![i]!, dist = ref[i - 1]!;
