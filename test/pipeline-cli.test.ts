@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
-import { resolve } from "node:path";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
@@ -251,18 +252,72 @@ test("usage errors: one line, exit 2", () => {
   for (const cmd of ["pipeline", "embed"]) assert.match(tsllm(cmd, "--help").stdout, new RegExp(`Usage: tsllm ${cmd}`));
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin) is a usage error naming it and its tasks", () => {
+/*
+ * A folder whose generation_config.json sets do_sample: true made `tsllm pipeline text-generation`
+ * sample with a random seed the command line neither took nor told: no run could be repeated, nor
+ * made greedy. Now --do-sample / --no-do-sample, --temperature, --top-k, --top-p and --seed reach the
+ * pipeline as a call's options, and a random seed that was used is printed, as generate prints it.
+ */
+test("tsllm pipeline text-generation --do-sample / --no-do-sample, --temperature, --top-k, --top-p, --seed: a folder's do_sample run repeated by the printed seed, made greedy, refused at temperature 0", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-pipeline-sample-"));
+  try {
+    const folder = join(dir, "gpt2-sampling");
+    mkdirSync(folder);
+    for (const f of readdirSync(`${O}/gpt2-tiny`)) copyFileSync(join(`${O}/gpt2-tiny`, f), join(folder, f));
+    const own = JSON.parse(readFileSync(join(folder, "generation_config.json"), "utf8"));
+    writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, do_sample: true, temperature: 1.5, max_new_tokens: 12 }));
+    const run = (model: string, ...args: string[]) => tsllm("pipeline", "text-generation", "--model", model, "--input", "Once upon a time", "--json", "--threads", "1", ...args);
+    const text = (r: ReturnType<typeof tsllm>) => {
+      assert.equal(r.status, 0, r.stderr);
+      return (JSON.parse(r.stdout) as { generated_text: string }[][])[0]![0]!.generated_text;
+    };
+    // a random seed, printed; given back, the same text
+    const first = run(folder);
+    const printed = /^seed (\d+) \(--seed \1 repeats the run\)\n$/.exec(first.stderr);
+    assert.ok(printed, first.stderr);
+    const again = run(folder, "--seed", printed[1]!);
+    assert.equal(text(again), text(first));
+    assert.equal(again.stderr, "", "a seed given is not printed");
+    // the flags as a call's options: the plain folder with --do-sample and the file's values gives the same text
+    assert.equal(text(run(folder, "--seed", "5")), text(run(`${O}/gpt2-tiny`, "--do-sample", "--temperature", "1.5", "--max-new-tokens", "12", "--seed", "5")));
+    assert.equal(text(run(folder, "--seed", "5", "--temperature", "0.7", "--top-k", "20", "--top-p", "0.9")), text(run(`${O}/gpt2-tiny`, "--do-sample", "--temperature", "0.7", "--top-k", "20", "--top-p", "0.9", "--max-new-tokens", "12", "--seed", "5")));
+    // --no-do-sample: greedy, and no seed printed
+    const greedy = run(folder, "--no-do-sample");
+    assert.equal(text(greedy), text(run(`${O}/gpt2-tiny`, "--max-new-tokens", "12")));
+    assert.equal(greedy.stderr, "");
+    // temperature 0 while sampling: refused as transformers refuses it, naming the flag
+    const zero = run(folder, "--temperature", "0");
+    assert.equal(zero.status, 2);
+    assert.equal(zero.stderr, "tsllm: error: --temperature must be above 0 when sampling (--do-sample, or the model folder's do_sample), got 0, as transformers refuses it; give --no-do-sample for greedy decoding\n");
+    for (const [args, message] of [
+      [["--do-sample", "--no-do-sample"], "--do-sample and --no-do-sample: give one"],
+      [["--top-k", "all"], "--top-k all is for text-classification, sentiment-analysis; text-generation takes sampling's top-k (0 for none)"],
+      [["--top-p", "1.5"], "--top-p must be <= 1, got 1.5"],
+      [["--seed", "x"], `--seed must be an integer from 0 to ${2 ** 32 - 1}, or -1 for a random seed; got "x"`],
+    ] as const) {
+      const r = run(folder, ...args);
+      assert.equal(r.status, 2, r.stderr);
+      assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
     ...["token-classification", "ner", "fill-mask", "feature-extraction", "text-generation"].map((t) => [t, "pair", "second text", classification]),
-    ["ner", "top-k", "2", `${classification}, fill-mask`], ["text-generation", "top-k", "all", `${classification}, fill-mask`],
+    ["ner", "top-k", "2", `${classification}, fill-mask, text-generation`],
     ["fill-mask", "aggregation-strategy", "simple", "token-classification, ner"],
     ["sentiment-analysis", "max-new-tokens", "3", "text-generation"], ["fill-mask", "max-length", "8", "text-generation, token-classification, ner"],
     ["sentiment-analysis", "stride", "8", "token-classification, ner"], ["fill-mask", "is-split-into-words", "", "token-classification, ner"], ["text-generation", "delimiter", ",", "token-classification, ner"],
     ["feature-extraction", "input-json", "", "token-classification, ner"],
     ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
     ["fill-mask", "memory-margin", "0", "text-generation"],
+    ["fill-mask", "do-sample", "", "text-generation"], ["ner", "no-do-sample", "", "text-generation"], ["sentiment-analysis", "temperature", "0.5", "text-generation"],
+    ["fill-mask", "top-p", "0.5", "text-generation"], ["feature-extraction", "seed", "3", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

@@ -109,6 +109,66 @@ test("text-generation takes the folder's generation_config.json under the option
 });
 
 /*
+ * How transformers merges the sampling and length options (Pipeline.__init__ and generate() both run
+ * GenerationMixin._prepare_generation_config: the file's values, a temperature of 0 turning do_sample
+ * off, then the options; TemperatureLogitsWarper refuses a temperature of 0 when sampling;
+ * _prepare_generated_length lets max_new_tokens win over max_length; the pipeline drops a
+ * max_new_tokens equal to its default 256 beside a max_length other than 20). tsllm's pipeline decoded
+ * greedily for doSample with temperature 0, sampled a do_sample: false file at temperature 1 and top-k
+ * 50 under a call's doSample, kept a file's 256 beside its max_length, and let a call's maxLength win
+ * over the file's max_new_tokens.
+ */
+test("text-generation's sampling options as transformers takes them: doSample with temperature 0 refused, a do_sample: false file's temperature under a call's doSample, a file's max_new_tokens 256 beside max_length dropped, a file's max_new_tokens over a call's maxLength", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-sampling-"));
+  const plainFolder = `${SHARED}/hf-oracle/gpt2-tiny`;
+  const own = JSON.parse(readFileSync(join(plainFolder, "generation_config.json"), "utf8"));
+  const opened: TextGenerationPipeline[] = [];
+  const warnings: string[] = [];
+  const open = async (name: string, config?: object, options: object = {}) => {
+    let folder = plainFolder;
+    if (config) {
+      folder = join(dir, name);
+      mkdirSync(folder);
+      for (const f of readdirSync(plainFolder)) copyFileSync(join(plainFolder, f), join(folder, f));
+      writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, ...config }));
+    }
+    const gen = await pipeline("text-generation", folder, { threads: 1, onWarning: (w) => warnings.push(w), ...options });
+    opened.push(gen);
+    return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
+  };
+  const refusedTemperature = (e: unknown) => e instanceof OptionError && e.option === "temperature" && /^temperature must be above 0 when sampling \(doSample\), got 0: transformers refuses it too/.test(e.message);
+  try {
+    const plain = await open("plain");
+    const greedy8 = await plain({ maxNewTokens: 8 });
+    // 1. doSample with temperature 0 is refused naming temperature (a call's, or a call's doSample over the pipeline's temperature)
+    await assert.rejects(plain({ doSample: true, temperature: 0, maxNewTokens: 8 }), refusedTemperature);
+    await assert.rejects((await open("plain", undefined, { temperature: 0 }))({ doSample: true, maxNewTokens: 8 }), refusedTemperature);
+    await assert.rejects((await open("plain", undefined, { doSample: true }))({ temperature: 0, maxNewTokens: 8 }), refusedTemperature);
+    // a file's temperature 0 turns its do_sample off (greedy); a call's doSample then is refused
+    const zero = await open("zero", { do_sample: true, temperature: 0, max_new_tokens: 8 });
+    assert.equal(await zero({}), greedy8);
+    await assert.rejects(zero({ doSample: true }), refusedTemperature);
+    // 3. a do_sample: false file's temperature and top_k sample under a call's doSample
+    const off = await open("off", { do_sample: false, temperature: 0.8, top_k: 20, max_new_tokens: 8 });
+    assert.equal(await off({}), greedy8);
+    const sampled = await off({ doSample: true, seed: 3 });
+    assert.equal(sampled, await plain({ doSample: true, temperature: 0.8, topK: 20, maxNewTokens: 8, seed: 3 }));
+    assert.notEqual(sampled, await plain({ doSample: true, maxNewTokens: 8, seed: 3 }), "temperature 1, top-k 50 draws another reply");
+    // 4. a max_new_tokens of 256 (the pipeline's default) beside a max_length other than 20: max_length
+    assert.equal(await (await open("256", { max_new_tokens: 256, max_length: 12 }))({}), await plain({ maxLength: 12 }));
+    // a file's max_new_tokens wins over a call's maxLength, told; the pipeline's own 256 yields to it
+    warnings.length = 0;
+    const seven = await open("seven", { max_new_tokens: 7 });
+    assert.equal(await seven({ maxLength: 30 }), await plain({ maxNewTokens: 7 }));
+    assert.deepEqual(warnings, ["text-generation: maxLength 30 is not used: the model's generation_config.json max_new_tokens, 7 takes precedence, as in transformers (give maxNewTokens instead)"]);
+    assert.notEqual(await plain({ maxLength: 30 }), await plain({ maxNewTokens: 7 }));
+  } finally {
+    for (const g of opened) g.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/*
  * transformers' RepetitionPenaltyLogitsProcessor penalizes every token of the sequence, the prompt's
  * included (its input_ids); the pipeline passed repetitionPenalty on with llama.cpp's window, the
  * last 64 tokens, so a longer generation differed.

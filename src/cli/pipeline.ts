@@ -3,13 +3,15 @@ import {
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
+import { seedFrom } from "./generate.js";
 import { backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
-                      [--target WORD]... [--max-new-tokens N] [--max-length N] [--memory-margin SIZE]
-                      [--threads N] [--backend wasm|reference|webgpu] [--json]
+                      [--target WORD]... [--max-new-tokens N] [--max-length N] [--do-sample | --no-do-sample]
+                      [--temperature T] [--top-p P] [--seed S] [--memory-margin SIZE] [--threads N]
+                      [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
 An option meant for other tasks (as its text below says) is a usage error, not ignored.
@@ -19,7 +21,8 @@ Options:
   --model MODEL                 HF folder or Hub id (default: transformers' default model for TASK)
   --input TEXT                  an input (repeatable; required)
   --pair TEXT                   text-classification: the second text of the input at the same place (repeatable)
-  --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5)
+  --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5);
+                                text-generation: sampling's top-k, 0 for none (default: the folder's top_k, else 50)
   --function-to-apply F         text-classification: softmax, sigmoid or none (default: the model's, as transformers)
   --aggregation-strategy S      token-classification: none (default), simple, first, average, max
   --ignore-labels L,...         token-classification: labels left out, comma-separated (default O; "" keeps all)
@@ -36,8 +39,16 @@ Options:
   --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
   --max-new-tokens N            text-generation: new tokens at most (default: the model folder's
                                 generation_config.json max_new_tokens, else 256)
-  --max-length N                text-generation: tokens in all, the prompt's included; token-classification:
-                                tokens the model reads at once, special tokens included (default the model's)
+  --max-length N                text-generation: tokens in all, the prompt's included (unused beside the folder's
+                                max_new_tokens, as transformers); token-classification: tokens the model reads at
+                                once, special tokens included (default the model's)
+  --do-sample, --no-do-sample   text-generation: sample, or decode greedily (default: the folder's
+                                generation_config.json do_sample, else greedy, as transformers)
+  --temperature T               text-generation: sampling's temperature, above 0 (default: the folder's, else 1)
+  --top-p P                     text-generation: sampling's top-p, 0 to 1 (default: the folder's top_p, else 1)
+  --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
+                                (default): a random one, printed (stderr) when the run samples: give it back to
+                                repeat the run
   --memory-margin SIZE          text-generation: free memory the default KV pool leaves unused, e.g. 512M, 0
                                 (default: TSLLM_MEMORY_MARGIN, else 1G; as generate and llama.cpp's fit target)
   --threads N                   worker threads
@@ -52,7 +63,7 @@ const FUNCTIONS = ["softmax", "sigmoid", "none"];
 /** the options only some tasks take: given to another task they would be silently ignored */
 const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   pair: ["text-classification", "sentiment-analysis"],
-  "top-k": ["text-classification", "sentiment-analysis", "fill-mask"],
+  "top-k": ["text-classification", "sentiment-analysis", "fill-mask", "text-generation"],
   "function-to-apply": ["text-classification", "sentiment-analysis"],
   "aggregation-strategy": ["token-classification", "ner"],
   "ignore-labels": ["token-classification", "ner"],
@@ -64,13 +75,19 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "max-new-tokens": ["text-generation"],
   "max-length": ["text-generation", "token-classification", "ner"],
   "memory-margin": ["text-generation"],
+  "do-sample": ["text-generation"],
+  "no-do-sample": ["text-generation"],
+  temperature: ["text-generation"],
+  "top-p": ["text-generation"],
+  seed: ["text-generation"],
 };
 
 export const PIPELINE_ARGS: OptionSpec = {
   model: { type: "string" }, input: { type: "string", multiple: true }, pair: { type: "string", multiple: true }, "top-k": { type: "string" },
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
-  "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" },
+  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -89,7 +106,9 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const topKText = optionalString(values, "top-k");
   // fill-mask has no "every token" (transformers' top_k=None there is its default, 5)
   if (topKText === "all" && task === "fill-mask") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; fill-mask takes a number of proposals`);
-  const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 1 });
+  if (topKText === "all" && task === "text-generation") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; text-generation takes sampling's top-k (0 for none)`);
+  // text-generation's top-k 0 keeps every token (transformers adds no TopKLogitsWarper for it)
+  const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: task === "text-generation" ? 0 : 1 });
   // in any case, as the library and transformers (AggregationStrategy[name.upper()]) read them
   const strategy = optionalString(values, "aggregation-strategy")?.toLowerCase();
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
@@ -113,6 +132,15 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // an encoder's window holds its special tokens and at least one more
   const encoder = task !== "text-generation";
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: encoder ? 2 : 1 });
+  if (flag(values, "do-sample") && flag(values, "no-do-sample")) throw new UsageError("--do-sample and --no-do-sample: give one");
+  const doSample = flag(values, "do-sample") ? true : flag(values, "no-do-sample") ? false : undefined;
+  const temperature = optionalNumber(values, "temperature", { min: 0 });
+  const topP = optionalNumber(values, "top-p", { min: 0, max: 1 });
+  // drawn here, as generate's, so that a sampled run can say which seed it used
+  const seedText = optionalString(values, "seed");
+  const seedGiven = seedText !== undefined && seedText !== "-1";
+  const seed = task === "text-generation" ? seedFrom(values) : undefined;
+  const sampling = { ...(doSample === undefined ? {} : { doSample }), ...(temperature === undefined ? {} : { temperature }), ...(topK == null ? {} : { topK }), ...(topP === undefined ? {} : { topP }), seed };
   const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);
@@ -168,7 +196,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
         case "feature-extraction":
           return (p as FeatureExtractionPipeline)(text);
         case "text-generation":
-          return (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength });
+          return (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength, ...sampling });
       }
     };
     const results: unknown[] = [];
@@ -177,12 +205,18 @@ export async function runPipeline(argv: string[]): Promise<void> {
       try {
         results.push(await runOne(text, i));
       } catch (e) {
+        // the library's refusal of a temperature of 0 when sampling, in the flags' words
+        if (e instanceof OptionError && e.option === "temperature") {
+          throw new UsageError(`--temperature must be above 0 when sampling (--do-sample, or the model folder's do_sample), got ${temperature ?? 0}, as transformers refuses it; give --no-do-sample for greedy decoding`);
+        }
         // an option's refusal is about the option, whichever input it came with
         if (e instanceof Error && !(e instanceof OptionError)) e.message = about(e.message);
         throw e;
       }
     }
     running = undefined;
+    // a random seed that was used: printed so that --seed repeats the run (as generate prints it)
+    if (p.task === "text-generation" && !seedGiven && (p as TextGenerationPipeline).samples(sampling)) process.stderr.write(`seed ${seed} (--seed ${seed} repeats the run)\n`);
     if (flag(values, "json")) {
       process.stdout.write(JSON.stringify(results) + "\n");
       return;

@@ -278,6 +278,11 @@ export interface HFGenerationConfig {
   readonly doSample?: boolean;
   /** max_length as the file sets it (tokens in all, the prompt's included); the text-generation pipeline's limit without max_new_tokens */
   readonly maxLength?: number;
+  /**
+   * temperature, top_k, top_p, min_p as the file writes them, do_sample false included: transformers'
+   * pipeline keeps them in its generation config, so a call's do_sample=True samples with them
+   */
+  readonly sampling: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
   readonly bosTokenId?: number;
   readonly eosTokenIds: readonly number[];
 }
@@ -285,22 +290,23 @@ export interface HFGenerationConfig {
 /** Reads `folder/generation_config.json`; an absent file gives empty defaults. */
 export function readGenerationConfig(folder: string): HFGenerationConfig {
   const path = join(folder, "generation_config.json");
-  if (!existsSync(path)) return { defaults: {}, eosTokenIds: [] };
+  if (!existsSync(path)) return { defaults: {}, sampling: {}, eosTokenIds: [] };
   const f = new Fields(path, readJsonObject(path));
   const defaults: GenerationDefaults = {};
   const doSample = f.has("do_sample") ? f.bool("do_sample", false) : undefined;
+  const sampling: { temperature?: number; topK?: number; topP?: number; minP?: number } = {};
+  if (f.has("temperature")) sampling.temperature = f.num("temperature", 1, 0, 100);
+  if (f.has("top_k")) sampling.topK = f.o["top_k"] === 0 ? 0 : f.int("top_k", 1 << 30, 50);
+  if (f.has("top_p")) sampling.topP = f.num("top_p", 1, 0, 1);
+  if (f.has("min_p")) sampling.minP = f.num("min_p", 0, 0, 1);
   if (doSample === false) {
     defaults.temperature = 0;
   } else {
     // with do_sample, transformers fills in temperature 1, top_k 50, top_p 1 for keys the file leaves out
-    const sample = doSample === true;
-    if (f.has("temperature") || sample) defaults.temperature = f.num("temperature", 1, 0, 100);
-    if (f.has("top_k") || sample) defaults.topK = f.has("top_k") && f.o["top_k"] === 0 ? 0 : f.int("top_k", 1 << 30, 50);
-    if (f.has("top_p") || sample) defaults.topP = f.num("top_p", 1, 0, 1);
-    if (f.has("min_p") || sample) defaults.minP = f.num("min_p", 0, 0, 1);
+    Object.assign(defaults, doSample === true ? { temperature: 1, topK: 50, topP: 1, minP: 0, ...sampling } : sampling);
   }
   if (f.has("repetition_penalty")) defaults.repeatPenalty = f.num("repetition_penalty", 1, Number.MIN_VALUE, 100);
   if (f.has("max_new_tokens")) defaults.maxTokens = f.int("max_new_tokens", 1 << 30);
   const maxLength = f.has("max_length") ? f.int("max_length", 1 << 30) : undefined;
-  return { defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
+  return { defaults, sampling, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), bosTokenId: f.ids("bos_token_id")[0], eosTokenIds: f.ids("eos_token_id") };
 }

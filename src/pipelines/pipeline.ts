@@ -104,7 +104,11 @@ export type TextClassificationPipeline = EncoderPipelineBase & ((input: TextClas
 export type TokenClassificationPipeline = EncoderPipelineBase & ((input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions) => Promise<unknown>);
 export type FillMaskPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FillMaskOptions) => Promise<unknown>);
 export type FeatureExtractionPipeline = EncoderPipelineBase & ((input: string | readonly string[], options?: FeatureExtractionOptions) => Promise<number[][][] | number[][][][]>);
-export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & { readonly model: Model };
+export type TextGenerationPipeline = PipelineBase & ((input: string | readonly string[] | readonly ChatMessageInput[], options?: TextGenerationOptions) => Promise<unknown>) & {
+  readonly model: Model;
+  /** whether a call with these options samples (doSample as the call resolves it: the options, the pipeline's, the folder's generation_config.json) */
+  readonly samples: (options?: TextGenerationOptions) => boolean;
+};
 
 export type AnyPipeline = TextClassificationPipeline | TokenClassificationPipeline | FillMaskPipeline | FeatureExtractionPipeline | TextGenerationPipeline;
 
@@ -167,8 +171,8 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
       // the folder's generation_config.json under the options given, as transformers' pipeline (a GGUF has none)
-      const { doSample, maxLength } = statSync(path).isDirectory() ? readGenerationConfig(path) : {};
-      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }) };
+      const { doSample, maxLength, sampling } = statSync(path).isDirectory() ? readGenerationConfig(path) : {};
+      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), ...(sampling === undefined ? {} : { sampling }) };
       return attach(textGeneration(m, calls, warn, shipped), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {
       m.dispose();

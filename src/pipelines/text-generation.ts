@@ -8,11 +8,11 @@ import { inputError, isObject, knownOptions, withDefaults } from "./inputs.js";
 export interface TextGenerationOptions {
   /** new tokens at most (default: the model's generation_config.json max_new_tokens, else transformers 5's pipeline default, 256) */
   readonly maxNewTokens?: number;
-  /** tokens in all, the prompt's included, as generate(max_length=...) counts them; maxNewTokens wins when both are given */
+  /** tokens in all, the prompt's included, as generate(max_length=...) counts them; a maxNewTokens (the call's, the pipeline's, the folder's) wins, as transformers */
   readonly maxLength?: number;
   /** sample instead of greedy decoding (default: the model's generation_config.json do_sample, else false, as transformers) */
   readonly doSample?: boolean;
-  /** sampling's temperature, top-k, top-p (default: the model's generation_config.json values, else 1, 50, 1) */
+  /** sampling's temperature (above 0 when sampling, as transformers), top-k, top-p (default: the model's generation_config.json values, do_sample false or not, else 1, 50, 1) */
   readonly temperature?: number;
   readonly topK?: number;
   readonly topP?: number;
@@ -31,19 +31,58 @@ export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxL
 const DEFAULT_MAX_NEW_TOKENS = 256;
 
 /**
- * What the model's generation_config.json sets (its sampling values read as Model's generation
- * defaults, and do_sample as written): below the pipeline's and a call's options, above the
- * pipeline's own defaults, as transformers' Pipeline.__init__ orders them (kwargs, then the model's
- * generation config, then the pipeline's _default_generation_config: max_new_tokens=256)
+ * What the model's generation_config.json sets (Model's generation defaults, do_sample and max_length
+ * as written, and its sampling values as written): below the pipeline's and a call's options, above
+ * the pipeline's own defaults, as transformers' Pipeline.__init__ orders them (kwargs, then the
+ * model's generation config, then the pipeline's _default_generation_config: max_new_tokens=256)
  */
 export interface ShippedGeneration extends GenerationDefaults {
   readonly doSample?: boolean;
   /** max_length: tokens in all, the prompt's included; used without a max_new_tokens when other than transformers' default 20 */
   readonly maxLength?: number;
+  /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
+  readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
 }
 
 /** transformers' GenerationConfig default max_length: its pipeline keeps its own 256 new tokens over it */
 const DEFAULT_MAX_LENGTH = 20;
+
+/**
+ * The pipeline's own generation config, as transformers' Pipeline.__init__ prepares it: the file's
+ * values, then (GenerationMixin._prepare_generation_config's edge case) a temperature of 0 turns
+ * do_sample off, then the pipeline's options over them; a max_new_tokens equal to the pipeline's
+ * default 256 beside a max_length other than 20 is dropped (max_length wins).
+ */
+interface PipelineConfig {
+  readonly doSample: boolean;
+  readonly temperature?: number;
+  readonly topK?: number;
+  readonly topP?: number;
+  readonly maxNewTokens?: number;
+  readonly maxLength?: number;
+  /** where maxNewTokens and maxLength came from, as a warning names them */
+  readonly maxNewTokensFrom?: string;
+  readonly maxLengthFrom?: string;
+}
+
+function pipelineConfig(shipped: ShippedGeneration, o: TextGenerationOptions): PipelineConfig {
+  // a do_sample: false file is read as temperature 0 by Model's defaults: the sampling values as written are the file's
+  const file = shipped.sampling ?? (shipped.doSample === false ? {} : shipped);
+  const fileSample = (shipped.doSample ?? false) && file.temperature !== 0;
+  const fileLength = shipped.maxLength !== DEFAULT_MAX_LENGTH ? shipped.maxLength : undefined;
+  let maxNewTokens = o.maxNewTokens ?? shipped.maxTokens;
+  const maxLength = o.maxLength ?? fileLength;
+  if (maxNewTokens === DEFAULT_MAX_NEW_TOKENS && maxLength !== undefined && maxLength !== DEFAULT_MAX_LENGTH) maxNewTokens = undefined;
+  const maxNewTokensFrom = o.maxNewTokens !== undefined ? "maxNewTokens, --max-new-tokens" : `the model's generation_config.json max_new_tokens, ${maxNewTokens}`;
+  return {
+    doSample: o.doSample ?? fileSample,
+    temperature: o.temperature ?? file.temperature,
+    topK: o.topK ?? file.topK,
+    topP: o.topP ?? file.topP,
+    ...(maxNewTokens === undefined ? {} : { maxNewTokens, maxNewTokensFrom }),
+    ...(maxLength === undefined ? {} : { maxLength, maxLengthFrom: o.maxLength !== undefined ? "maxLength, --max-length" : `the model's generation_config.json max_length, ${maxLength}` }),
+  };
+}
 
 /** the token budgets checked, before any work */
 function checkBudgets(o: TextGenerationOptions): void {
@@ -60,21 +99,30 @@ function startTokenOf(model: Model): number {
   return bos;
 }
 
-/**
- * the file's max_length where it limits a generation: without max_new_tokens, when other than 20
- * (transformers' pipeline drops its default 256 new tokens for such a max_length)
- */
-function shippedLength(shipped: ShippedGeneration): number | undefined {
-  return shipped.maxTokens === undefined && shipped.maxLength !== undefined && shipped.maxLength !== DEFAULT_MAX_LENGTH ? shipped.maxLength : undefined;
+/** a generation's limit: new tokens, or tokens in all (the prompt's included), and which option set it (a warning names it, the command line's flag beside it) */
+interface Budget {
+  readonly newTokens?: number;
+  readonly total?: number;
+  readonly from: string;
 }
 
-/** which option set a generation's length, as a warning names it (the command line's flag beside it) */
-function budgetName(o: TextGenerationOptions, shipped: ShippedGeneration): string {
-  if (o.maxNewTokens !== undefined) return "maxNewTokens, --max-new-tokens";
-  if (o.maxLength !== undefined) return "maxLength, --max-length";
-  if (shipped.maxTokens !== undefined) return `the model's generation_config.json max_new_tokens, ${shipped.maxTokens}`;
-  if (shippedLength(shipped) !== undefined) return `the model's generation_config.json max_length, ${shipped.maxLength}`;
-  return `the default ${DEFAULT_MAX_NEW_TOKENS} new tokens`;
+/**
+ * The call's limit over the pipeline's config, as generate() reads them: a call's maxNewTokens, else
+ * the config's max_new_tokens, which wins over a call's maxLength too (_prepare_generated_length:
+ * "max_new_tokens will take precedence"), else max_length. The pipeline's own default 256 yields to
+ * any maxLength given (transformers ignores a call's max_length beside it, issue #40751: an option
+ * that does nothing is not kept).
+ */
+function budgetOf(c: PipelineConfig, call: TextGenerationOptions, warn: (message: string) => void): Budget {
+  if (call.maxNewTokens !== undefined) return { newTokens: call.maxNewTokens, from: "maxNewTokens, --max-new-tokens" };
+  if (c.maxNewTokens !== undefined) {
+    const from = c.maxNewTokensFrom ?? "maxNewTokens";
+    if (call.maxLength !== undefined) warn(`text-generation: maxLength ${call.maxLength} is not used: ${from} takes precedence, as in transformers (give maxNewTokens instead)`);
+    return { newTokens: c.maxNewTokens, from };
+  }
+  if (call.maxLength !== undefined) return { total: call.maxLength, from: "maxLength, --max-length" };
+  if (c.maxLength !== undefined) return { total: c.maxLength, from: c.maxLengthFrom ?? "maxLength" };
+  return { newTokens: DEFAULT_MAX_NEW_TOKENS, from: `the default ${DEFAULT_MAX_NEW_TOKENS} new tokens` };
 }
 
 /**
@@ -87,38 +135,44 @@ function budgetName(o: TextGenerationOptions, shipped: ShippedGeneration): strin
  */
 export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void, shipped: ShippedGeneration = {}) {
   checkBudgets(defaults);
-  const budget = (promptTokens: number, o: TextGenerationOptions): number => {
-    if (o.maxNewTokens !== undefined) return o.maxNewTokens;
-    if (o.maxLength !== undefined) return Math.max(0, o.maxLength - promptTokens);
-    if (shipped.maxTokens !== undefined) return shipped.maxTokens;
-    const length = shippedLength(shipped);
-    return length === undefined ? DEFAULT_MAX_NEW_TOKENS : Math.max(0, length - promptTokens);
-  };
-  // a do_sample: false file is read as temperature 0 (greedy) by Model's defaults: its temperature is not one to sample with
-  const shippedTemperature = shipped.doSample === false ? undefined : shipped.temperature;
+  const config = pipelineConfig(shipped, defaults);
+  const tokensFor = (promptTokens: number, b: Budget): number => b.newTokens ?? Math.max(0, b.total! - promptTokens);
   // the answer has no finish reason, and the generation stops at the end of the context at the latest:
   // transformers warns there (MaxLengthCriteria's "friendly reminder" once past max_position_embeddings;
   // GPT-2's model then fails), so the caller is told when a generation asks for more
-  const checkRoom = (promptTokens: number, maxTokens: number, o: TextGenerationOptions, label: string): void => {
+  const checkRoom = (promptTokens: number, maxTokens: number, b: Budget, label: string): void => {
     const total = promptTokens + maxTokens;
     if (maxTokens > 0 && total > model.contextSize) {
-      warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${budgetName(o, shipped)}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
+      warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${b.from}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
     }
   };
-  const generateOptions = (maxTokens: number, o: TextGenerationOptions): GenerateOptions => ({
-    maxTokens,
-    ...((o.doSample ?? shipped.doSample ?? false)
+  // generate()'s own _prepare_generation_config turns do_sample off again for the pipeline's temperature 0, before the call's options
+  const samplingOf = (call: TextGenerationOptions) => ({ doSample: call.doSample ?? (config.temperature === 0 ? false : config.doSample), temperature: call.temperature ?? config.temperature ?? 1 });
+  const generateOptions = (maxTokens: number, o: TextGenerationOptions, call: TextGenerationOptions): GenerateOptions => {
+    const { doSample, temperature } = samplingOf(call);
+    return {
+      maxTokens,
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
-      ? { temperature: o.temperature ?? shippedTemperature ?? 1, topK: o.topK ?? shipped.topK ?? 50, topP: o.topP ?? shipped.topP ?? 1, minP: shipped.minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
-      : { temperature: 0 }),
-    repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
-    // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens
-    repeatLastN: -1,
-  });
+      ...(doSample
+        ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
+        : { temperature: 0 }),
+      repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
+      // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens
+      repeatLastN: -1,
+    };
+  };
+  /** transformers' TemperatureLogitsWarper refuses a temperature of 0 or below when sampling (1 adds no warper) */
+  const checkTemperature = (call: TextGenerationOptions): void => {
+    const { doSample, temperature } = samplingOf(call);
+    if (doSample && temperature !== 1 && !(temperature > 0)) {
+      throw new OptionError(`temperature must be above 0 when sampling (doSample), got ${temperature}: transformers refuses it too ("has to be a strictly positive float"); for greedy decoding leave doSample out or false`, "temperature");
+    }
+  };
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the
   // template; src/chat checks the parts (a part that is not text is refused, naming it)
-  const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions, label: string): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
+  const one = async (input: string | readonly ChatMessageInput[], o: TextGenerationOptions, call: TextGenerationOptions, label: string): Promise<{ generated_text: string | ChatMessageInput[] }[]> => {
+    const b = budgetOf(config, call, warn);
     if (typeof input === "string") {
       const ids = model.tokenizer.encode(input);
       // transformers' "Allow empty prompts": no input_ids, so generate() starts from [bos_token_id]
@@ -126,24 +180,26 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       // text prefixed is "" (TextGenerationPipeline._forward / postprocess)
       const prompt = ids.length > 0 ? input : [startTokenOf(model)];
       const promptTokens = ids.length > 0 ? ids.length : 1;
-      const maxTokens = budget(promptTokens, o);
-      checkRoom(promptTokens, maxTokens, o, label);
-      const completion = maxTokens === 0 ? "" : (await model.generate(prompt, generateOptions(maxTokens, o))).completion;
+      const maxTokens = tokensFor(promptTokens, b);
+      checkRoom(promptTokens, maxTokens, b, label);
+      const completion = maxTokens === 0 ? "" : (await model.generate(prompt, generateOptions(maxTokens, o, call))).completion;
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
     const formatter = model.chatFormatter(o.chatTemplate);
     const promptTokens = formatter.encode([...input]).length;
-    const maxTokens = budget(promptTokens, o);
-    checkRoom(promptTokens, maxTokens, o, label);
-    const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o), chatTemplate: o.chatTemplate })).completion;
+    const maxTokens = tokensFor(promptTokens, b);
+    checkRoom(promptTokens, maxTokens, b, label);
+    const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o, call), chatTemplate: o.chatTemplate })).completion;
     const assistant: ChatMessage = { role: "assistant", content: reply };
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
 
-  return async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
-    const options = withDefaults(defaults, knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS));
+  const generate = async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
+    const call = knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS);
+    const options = withDefaults(defaults, call);
     checkBudgets(options);
-    if (typeof input === "string") return one(input, options, "the input");
+    checkTemperature(call);
+    if (typeof input === "string") return one(input, options, call, "the input");
     if (!Array.isArray(input)) throw inputError("text-generation", "a string, a list of strings or a list of chat messages", input);
     // a list of prompts (none: no results), or one conversation (its messages' fields are the chat template's to check)
     const prompts = input.length === 0 || typeof input[0] === "string";
@@ -152,6 +208,9 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       const expected = i === 0 ? "a string or a chat message {role, content}" : prompts ? "a string, as input 0" : "a chat message {role, content}, as input 0";
       throw inputError("text-generation", expected, x, `input ${i}`);
     });
-    return prompts ? Promise.all((input as string[]).map((p, i) => one(p, options, `input ${i}`))) : one(input as readonly ChatMessageInput[], options, "the conversation");
+    return prompts ? Promise.all((input as string[]).map((p, i) => one(p, options, call, `input ${i}`))) : one(input as readonly ChatMessageInput[], options, call, "the conversation");
   };
+  // whether a call with these options samples (so a caller that drew a seed can tell it was used: the command line prints it)
+  const samples = (given?: TextGenerationOptions): boolean => samplingOf(knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS)).doSample;
+  return Object.assign(generate, { samples });
 }
