@@ -59,7 +59,7 @@ const FORMAT_SAMPLES: Record<string, string[]> = {
 /** a random schema over the keywords tsllm claims; `defs` collects $defs (the root gets them) */
 export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> = {}): Schema {
   const leaf = depth >= 3;
-  const kind = pick(rng, leaf ? ["string", "integer", "number", "boolean", "null", "enum", "const", "union"] : ["string", "integer", "number", "boolean", "enum", "const", "object", "object", "array", "array", "tuple", "anyOf", "oneOf", "allOf", "ref", "union", "nullable"]);
+  const kind = pick(rng, leaf ? ["string", "integer", "number", "boolean", "null", "enum", "const", "union"] : ["string", "integer", "number", "boolean", "enum", "const", "object", "object", "array", "array", "tuple", "anyOf", "oneOf", "allOf", "ref", "union", "nullable", "not"]);
   const s = ((): Schema => {
     switch (kind) {
       case "string": {
@@ -109,19 +109,35 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         return { const: pick(rng, ["c", 7, null, false, { a: [1, 2] }, [], "\u001f\"\\"]) };
       case "union":
         return { type: [pick(rng, ["string", "integer"]), pick(rng, ["null", "boolean", "number"])] };
+      case "not": {
+        // what a grammar can leave out: types, and values of an enum, booleans, null or plain strings
+        const values = Array.from({ length: int(rng, 1, 3) }, () => pick(rng, ["a", "ab", "", "é", true, false, null, 1]));
+        const out = chance(rng, 0.5) ? { const: values[0] } : { enum: values };
+        return pick(rng, [
+          { not: { type: pick(rng, ["string", "object", "array", "number", "null", ["boolean", "integer"]]) } },
+          { type: ["string", "boolean", "null"], not: out },
+          { type: "string", not: out },
+          { enum: ["a", "ab", 1, true, null, { k: 1 }], not: out },
+          { ...randomSchema(rng, depth + 1, defs), not: false },
+        ]);
+      }
       case "nullable":
         return { ...randomSchema(rng, depth + 1, defs), nullable: true };
       case "object": {
         const n = int(rng, 0, 4);
         const properties: Record<string, Schema> = {};
         for (let i = 0; i < n; i++) properties[pick(rng, ["a", "b", "ab", "name", "é", "x y", "a/b", "id"]) + (i === 0 ? "" : String(i))] = randomSchema(rng, depth + 1, defs);
+        // a property no value satisfies (zod's z.undefined()): never written
+        if (chance(rng, 0.1)) properties["u"] = { not: {} };
         const s: Schema = { type: "object", properties };
-        const keys = Object.keys(properties);
+        const keys = Object.keys(properties).filter((k) => k !== "u");
         if (keys.length > 0) s["required"] = keys.filter(() => chance(rng, 0.5));
         const r = rng.uniform();
         if (r < 0.25) s["additionalProperties"] = false;
         else if (r < 0.4) s["additionalProperties"] = true;
         else if (r < 0.55) s["additionalProperties"] = randomSchema(rng, depth + 2, defs);
+        // zod's catchall(z.never()): no other key
+        else if (r < 0.6) s["additionalProperties"] = { not: {} };
         // a required name that is no property: a key of additionalProperties' schema
         if (s["additionalProperties"] !== false && chance(rng, 0.1)) s["required"] = [...((s["required"] as string[] | undefined) ?? []), "zz"];
         // propertyNames: a string type is what keys are anyway; other key schemas are held (refused
@@ -148,8 +164,10 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         // (false at a position: the array ends before it)
         const s: Schema = { type: "array", prefixItems: Array.from({ length: int(rng, 1, 3) }, (_, i) => (i > 0 && chance(rng, 0.1) ? false : randomSchema(rng, depth + 1, defs))) };
         const r = rng.uniform();
-        if (r < 0.4) s["items"] = false;
-        else if (r < 0.7) s["items"] = randomSchema(rng, depth + 1, defs);
+        // the rest as items, or as unevaluatedItems (the elements no position took)
+        const rest = chance(rng, 0.3) ? "unevaluatedItems" : "items";
+        if (r < 0.4) s[rest] = false;
+        else if (r < 0.7) s[rest] = randomSchema(rng, depth + 1, defs);
         if (chance(rng, 0.3)) s["minItems"] = int(rng, 0, 2);
         return s;
       }
@@ -320,6 +338,12 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
   if (depth > 8) return undefined;
   if (s === true || (typeof s === "object" && s !== null && Object.keys(s).length === 0)) return pick(rng, [1, "s", null, [], {}, { q: [true] }]);
   const o = s as Schema;
+  // not: an instance of the schema beside it (ajv then keeps those not ruled out); {not: {}}: none
+  if (o["not"] !== undefined) {
+    const { not, ...rest } = o;
+    if (not === true || (typeof not === "object" && not !== null && Object.keys(not).length === 0)) return undefined;
+    return randomInstance(root, Object.keys(rest).length === 0 ? true : rest, rng, depth + 1);
+  }
   if (o["nullable"] === true && chance(rng, 0.3)) return null;
   if (typeof o["$ref"] === "string") return randomInstance(root, resolve(root, o["$ref"]), rng, depth + 1);
   if (o["const"] !== undefined || Array.isArray(o["enum"])) {
@@ -415,17 +439,23 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       const prefix = (o["prefixItems"] as unknown[] | undefined) ?? [];
       const min = (o["minItems"] as number | undefined) ?? 0;
       const closedAt = prefix.indexOf(false);
-      const max = closedAt >= 0 ? closedAt : o["items"] === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
+      // (unevaluatedItems beside no items: the elements past the positions)
+      const rest = o["items"] ?? o["unevaluatedItems"];
+      const max = closedAt >= 0 ? closedAt : rest === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
       const n = int(rng, Math.min(min, max), max);
       const out: unknown[] = [];
-      for (let i = 0; i < n; i++) out.push(randomInstance(root, i < prefix.length ? prefix[i] : (o["items"] ?? true), rng, depth + 1));
+      for (let i = 0; i < n; i++) out.push(randomInstance(root, i < prefix.length ? prefix[i] : (rest ?? true), rng, depth + 1));
       return out;
     }
     case "object": {
       const props = (o["properties"] ?? {}) as Schema;
       const required = new Set((o["required"] as string[] | undefined) ?? []);
       const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(props)) if (required.has(k) || chance(rng, 0.5)) out[k] = randomInstance(root, v, rng, depth + 1);
+      for (const [k, v] of Object.entries(props)) {
+        if (!(required.has(k) || chance(rng, 0.5))) continue;
+        const e = randomInstance(root, v, rng, depth + 1);
+        if (e !== undefined) out[k] = e;
+      }
       const extra = o["additionalProperties"];
       for (const k of required) if (!Object.hasOwn(props, k)) out[k] = randomInstance(root, extra ?? true, rng, depth + 1);
       if (extra !== undefined && extra !== false && chance(rng, 0.5)) {
@@ -681,8 +711,11 @@ export function checkSchema(schema: Schema, rng: Rng, ajv: Ajv2020, walks = 20, 
     // (written as the instance's own texts are: bounded numbers without an exponent)
     const extraText = extra === undefined ? "" : writeJson(extra, rng, false, new Set(), false);
     if (extra !== undefined && validate(extra) && !accepts(m, extraText)) {
-      if (closed(extra)) findings.push({ kind: "incomplete", schema, text: extraText, detail: "refused by the grammar" });
-      else known["extra key"]++;
+      // (valid with the key only through another alternative's free string, which holds no lone surrogate)
+      const plain = withoutLoneSurrogates(extra);
+      if (!closed(extra)) known["extra key"]++;
+      else if (plain !== undefined && validate(plain) && accepts(m, writeJson(plain, rng, false, new Set(), false))) known["lone surrogate"]++;
+      else findings.push({ kind: "incomplete", schema, text: extraText, detail: "refused by the grammar" });
     }
   }
   return { walks: walked, instances: fed, findings, known };

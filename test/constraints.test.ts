@@ -367,7 +367,7 @@ test("beam search under a JSON Schema: every returned beam is valid JSON under i
 
 test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
   await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
-  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", not: {} } } } }), /jsonSchema: #\/properties\/a\/not: this schema keyword is not supported/);
+  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", not: { minLength: 2 } } } } }), /jsonSchema: #\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/);
   await assert.rejects(model.generate("x", { regex: "a(b" }), /regex: regex "a\(b", at 3: an unterminated group/);
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
   // with speculative decoding a grammar holds as without it
@@ -1201,6 +1201,67 @@ test("dependentRequired: where a key is present so are the keys it names (before
     [{ type: "object", properties: { a: {} }, required: ["a"], dependentRequired: { a: ["z"] } }, /^GrammarError: #\/dependentRequired\/a: "a" is required, but needs "z", which no object here has$/],
     [{ type: "object", properties: { a: {} }, dependentRequired: { a: "b" } }, /^GrammarError: #\/dependentRequired\/a: expected a list of property names, got "b"$/],
     [{ type: "object", properties: { a: {} }, dependentRequired: { a: [] }, minProperties: 1 }, /^GrammarError: #\/dependentRequired: not supported beside minProperties \/ maxProperties$/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
+test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes other keys and elements; not of a type, const or enum leaves those out, exactly as ajv validates (was refused as an unknown keyword)", () => {
+  const texts = ["null", "true", "false", "0", "1", "-2", "1.5", '""', '"a"', '"b"', '"ab"', '"x"', '"\\u0061"', '"\\ud83d\\ude00"', "[]", "[1]", '[1,"a"]', '["a",1]', "[1,2]", '[1,"a",2]', "{}", '{"a":1}', '{"b":"x"}', '{"a":1,"b":"x"}', '{"z":1}', '{"a":1,"z":2}'];
+  for (const schema of [
+    { type: "object", properties: { a: { type: "integer" }, b: { not: {} } }, additionalProperties: { type: "integer" } },
+    { type: "object", properties: { a: { type: "integer" } }, additionalProperties: { not: {} } },
+    { type: "object", properties: { a: { type: "integer" }, b: { not: true, description: "never" } }, additionalProperties: true },
+    { type: "array", items: { not: {} } },
+    { type: "array", prefixItems: [{ type: "integer" }, { not: {} }] },
+    { anyOf: [{ not: {} }, { type: "integer" }] },
+    { not: { type: "string" } },
+    { not: { type: ["object", "array", "number"] } },
+    { type: ["string", "integer"], not: { type: "integer" } },
+    { type: "string", not: { const: "a" } },
+    { type: "string", not: { enum: ["a", "ab", "x"] } },
+    { type: ["string", "boolean", "null"], not: { enum: ["b", true, null] } },
+    { enum: ["a", "b", 1, true], not: { enum: ["b", 1] } },
+    { const: "a", not: { type: "integer" } },
+    { anyOf: [{ type: "string" }, { type: "integer", minimum: 0 }], not: { const: "a" } },
+    { type: "string", not: false },
+    { allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: { type: "integer" } }, { not: { type: "string" } }] },
+    // (an enum's values are written as JSON.stringify writes them, not escaped: "\u0061" is left to the strings)
+  ] as JsonSchema[]) agreesWithAjv(schema, "enum" in schema || "const" in schema ? texts.filter((t) => !t.includes("\\u")) : texts);
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "string", not: {} }, /^GrammarError: #\/not: \{\} admits every value, so the schema admits none$/],
+    [{ type: "object", properties: { a: { not: {} } }, required: ["a"] }, /^GrammarError: #\/properties\/a: false admits no value, but "a" is required$/],
+    [{ type: "string", not: { pattern: "^a" } }, /^GrammarError: #\/not: only a type, a const or an enum can be ruled out in a grammar \(not of pattern would need the complement of its grammar\)$/],
+    [{ type: "integer", not: { const: 3 } }, /^GrammarError: #\/not: ruling 3 out of a integer schema is not supported in a grammar/],
+    [{ type: "string", maxLength: 3, not: { const: "a" } }, /^GrammarError: #\/not: ruling "a" out of a string schema is not supported/],
+    [{ type: "number", not: { type: "integer" } }, /^GrammarError: #\/not: ruling the integers out of numbers is not supported in a grammar$/],
+    [{ type: "string", not: { type: "string" } }, /^GrammarError: #\/not: rules out every type the schema beside it admits$/],
+    [{ enum: ["a"], not: { const: "a" } }, /^GrammarError: #\/not: rules out every value of the enum beside it$/],
+    [{ type: "string", not: { const: 'a"b' } }, /^GrammarError: #\/not: ruling out a string JSON escapes \("a\\"b"\) is not supported$/],
+    [{ allOf: [{ type: "object", properties: { a: {} } }, { not: { type: "object" } }] }, /^GrammarError: #\/allOf\/1\/not: rules out objects, which the other parts of allOf are$/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+  // a key that is no property's name may begin with an escaped surrogate pair too (it was refused there)
+  agreesWithAjv({ type: "object", properties: { a: {} }, additionalProperties: true }, ['{"\\ud83d\\ude00":1}', '{"\\u0062":1}', '{"a":1,"\\ud83d\\ude00b":2}']);
+  for (const k of ["if", "then", "else", "dependentSchemas"]) assert.throws(() => jsonSchemaToGbnf({ type: "object", [k]: {} } as JsonSchema), new RegExp(`^GrammarError: #/${k}: this schema keyword is not supported in a grammar`));
+});
+
+test("unevaluatedItems: the elements past prefixItems (a tuple), or every element where nothing else applies, exactly as ajv validates; in a part of allOf or beside contains refused (was refused as an unknown keyword)", () => {
+  const texts = ["[]", "[1]", '["a"]', "[1,2]", '[1,"a"]', '["a",1]', "[1,2,3]", '[1,"a","b"]', '[1,"a",2]', "[true]", "{}", "1"];
+  for (const schema of [
+    { type: "array", prefixItems: [{ type: "integer" }, { type: "string" }], unevaluatedItems: false },
+    { type: "array", prefixItems: [{ type: "integer" }], unevaluatedItems: { type: "string" } },
+    { type: "array", prefixItems: [{ type: "integer" }], items: { type: "integer" }, unevaluatedItems: false },
+    { type: "array", unevaluatedItems: { type: "integer" } },
+    { type: "array", unevaluatedItems: false },
+    { type: "array", items: { type: "integer" }, unevaluatedItems: false },
+    { allOf: [{ type: "array", prefixItems: [{ type: "integer" }] }], unevaluatedItems: false },
+    { anyOf: [{ type: "array", prefixItems: [{ type: "integer" }] }, { type: "array", prefixItems: [{ type: "string" }, {}] }], unevaluatedItems: false },
+    { type: "array", prefixItems: [{ type: "integer" }], unevaluatedItems: { not: {} } },
+  ] as JsonSchema[]) agreesWithAjv(schema, texts);
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "array", contains: { type: "integer" }, unevaluatedItems: false }, /^GrammarError: #\/unevaluatedItems: not supported beside contains/],
+    [{ allOf: [{ type: "array", unevaluatedItems: false }, { prefixItems: [{ type: "integer" }] }] }, /^GrammarError: #\/allOf\/0\/unevaluatedItems: only beside allOf \(or anyOf, \$ref\) is supported, not in one of its parts$/],
+    [{ type: "array", unevaluatedItems: 1 }, /^GrammarError: #\/unevaluatedItems: expected a schema, got 1$/],
   ];
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });

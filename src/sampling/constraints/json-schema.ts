@@ -89,6 +89,7 @@ const KNOWN_KEYS = new Set([
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
   "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains", "unevaluatedProperties", "dependentRequired",
+  "not", "unevaluatedItems",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -102,7 +103,7 @@ const KNOWN_KEYS = new Set([
 const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
-  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains"]],
+  ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "unevaluatedItems"]],
   ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties", "dependentRequired"]],
 ];
 
@@ -126,6 +127,8 @@ const KEYWORD_SHAPES: Record<string, readonly [(v: unknown) => boolean, string]>
   definitions: [isMap, "an object of names to schemas"],
   $ref: [(v) => typeof v === "string", "a URI reference string"],
   nullable: [(v) => typeof v === "boolean", "a boolean"],
+  not: [(v) => typeof v === "boolean" || isMap(v), "a schema"],
+  unevaluatedItems: [(v) => typeof v === "boolean" || isMap(v), "a schema"],
 };
 
 /** keywords that say which values are valid apart from the type ones (a schema with none of them and no type is any value) */
@@ -138,8 +141,29 @@ function impliedTypes(s: Record<string, unknown>): string[] {
 
 /** whether a schema constrains values at all (else it is an annotation: any value) */
 function constrains(s: Record<string, unknown>): boolean {
-  return VALUE_KEYWORDS.some((k) => s[k] !== undefined) || impliedTypes(s).length > 0 || s["nullable"] === true;
+  return VALUE_KEYWORDS.some((k) => s[k] !== undefined) || impliedTypes(s).length > 0 || s["nullable"] === true || (s["not"] !== undefined && s["not"] !== false);
 }
+
+/**
+ * A schema no value satisfies: false, or `not` of a schema every value satisfies (zod writes
+ * z.never() and z.undefined() as {"not": {}}: a property of it may not be present, other keys of
+ * it none, an element of it none)
+ */
+function never(schema: unknown): boolean {
+  if (schema === false) return true;
+  if (!isMap(schema)) return false;
+  const n = (schema as Record<string, unknown>)["not"];
+  return n === true || (isMap(n) && !constrains(n as Record<string, unknown>));
+}
+
+/** whether a JSON value is of a JSON Schema type (an integer is a number too) */
+function ofType(v: unknown, t: string): boolean {
+  const own = v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
+  return t === "integer" ? typeof v === "number" && Number.isInteger(v) : own === t;
+}
+
+/** the types a schema takes where nothing says which */
+const ALL_TYPES = ["object", "array", "string", "number", "boolean", "null"];
 
 /** a JSON value's text with object keys sorted: equal for values equal as JSON (keys in any order) */
 function canonicalJson(v: unknown): string {
@@ -534,6 +558,21 @@ class Converter {
       if (constrains(beside)) return this.visit(allOfAt([[{ $ref }, path], [besidePart(beside), path]]), name, path, depth + 1);
       return this.ref($ref as string, path, depth);
     }
+    if (s["not"] !== undefined) {
+      const { not, ...rest } = s;
+      if (not === false) return this.visit(rest, name, path, depth + 1);
+      if (never(s)) throw new GrammarError(`${path}/not: ${JSON.stringify(not)} admits every value, so the schema admits none`);
+      // beside an enum (or const): the values it does not rule out
+      if (rest["const"] !== undefined || Array.isArray(rest["enum"])) {
+        const key = rest["const"] !== undefined ? "const" : "enum";
+        const { types, values } = this.ruledOut(not, `${path}/not`);
+        const { const: listed, enum: _e, ...others } = rest;
+        const keep = (key === "const" ? [listed] : (rest["enum"] as unknown[])).filter((v) => !types.some((t) => ofType(v, t)) && !values.some((w) => canonicalJson(w) === canonicalJson(v)));
+        if (keep.length === 0) throw new GrammarError(`${path}/not: rules out every value of the ${key} beside it`);
+        return this.visit({ ...others, enum: keep }, name, path, depth + 1);
+      }
+      // (beside anyOf / oneOf / allOf: taken into each alternative or part below)
+    }
     if (s["const"] !== undefined || Array.isArray(s["enum"])) {
       const key = s["const"] !== undefined ? "const" : "enum";
       const values = key === "const" ? [s["const"]] : (s["enum"] as unknown[]);
@@ -553,7 +592,7 @@ class Converter {
       if (Array.isArray(alts)) {
         if (alts.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
         // an alternative false admits nothing: left out (each kept one named at its own index)
-        const kept = alts.flatMap((a, i) => (a === false ? [] : [[a, i] as const]));
+        const kept = alts.flatMap((a, i) => (never(a) ? [] : [[a, i] as const]));
         if (kept.length === 0) throw new GrammarError(`${path}/${key}: every alternative is false, which admits no value`);
         // keywords beside the list apply to every alternative
         const { [key]: _, ...beside } = s;
@@ -568,6 +607,7 @@ class Converter {
         throw relocated(e, at, from);
       }
     }
+    if (s["not"] !== undefined) return this.negated(s, name, path, depth);
     const implied = impliedTypes(s);
     const type: unknown = s["type"] ?? (implied.length === 1 ? implied[0] : implied);
     if (Array.isArray(type)) return this.add(name, type.map((t, i) => this.visit({ ...s, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
@@ -699,7 +739,7 @@ class Converter {
     const done = (merged: Record<string, unknown>, at = path) => ({ merged, at, from });
     const take = (p: unknown, where: string, hops: number): void => {
       if (p === true || (typeof p === "object" && p !== null && !Array.isArray(p) && !constrains(p as Record<string, unknown>))) return;
-      if (p === false) throw new GrammarError(`${where}: the schema false admits no value, so the allOf it is part of admits none`);
+      if (never(p)) throw new GrammarError(`${where}: the schema ${JSON.stringify(p)} admits no value, so the allOf it is part of admits none`);
       if (typeof p !== "object" || p === null || Array.isArray(p)) throw new GrammarError(`${where}: expected a schema object, got ${JSON.stringify(p)}`);
       const o = p as Record<string, unknown>;
       this.checkKeys(o, where);
@@ -741,7 +781,9 @@ class Converter {
       return done({ enum: keep });
     }
     // unevaluatedProperties in a part says which of that part's own keys it evaluated: no keyword to merge
+    // (and unevaluatedItems which of its own elements: another part's prefixItems are none of them)
     for (const [i, o] of parts.entries()) {
+      if (o["unevaluatedItems"] !== undefined && !outer[i]) throw new GrammarError(`${wheres[i]}/unevaluatedItems: only beside allOf (or anyOf, $ref) is supported, not in one of its parts`);
       if (o["unevaluatedProperties"] !== undefined && (o["unevaluatedProperties"] !== false || !outer[i])) throw new GrammarError(`${wheres[i]}/unevaluatedProperties: only false beside allOf (or anyOf, $ref) is supported, not in one of its parts or as a schema`);
     }
     const objectPart = (o: Record<string, unknown>): boolean => !((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined));
@@ -813,6 +855,12 @@ class Converter {
     for (const [i, o] of parts.entries()) {
       // (a part's propertyNames as an object's own: the merged object has none)
       checkPropertyNames(o, wheres[i]!);
+      // a part's not, where it rules out only other types or values no object is: says nothing of the merged object
+      if (o["not"] !== undefined && o["not"] !== false) {
+        const { types, values } = this.ruledOut(o["not"], `${wheres[i]}/not`);
+        if (types.includes("object")) throw new GrammarError(`${wheres[i]}/not: rules out objects, which the other parts of allOf are`);
+        if (values.some(isMap)) throw new GrammarError(`${wheres[i]}/not: ruling out an object value in a part of allOf beside object parts is not supported`);
+      }
       // (which keys another part's properties or additionalProperties leave to a part's patterns is no merge of keywords)
       if (o["patternProperties"] !== undefined) throw new GrammarError(`${wheres[i]}/patternProperties: not supported in a part of allOf beside other object parts; write the object in one schema`);
       for (const [k, v] of Object.entries((o["properties"] ?? {}) as Record<string, unknown>)) combine(k, v, `${wheres[i]}/properties/${k}`);
@@ -1069,6 +1117,23 @@ class Converter {
       if (!Number.isInteger(v) || v < 0 || v > MAX_REPETITION) throw new GrammarError(`${path}/${k}: expected an integer from 0 to ${MAX_REPETITION}, got ${JSON.stringify(v)}`);
     }
     if (max !== undefined && max < min) throw new GrammarError(`${path}/maxItems: ${max} is below minItems ${min}`);
+    // elements of a schema no value satisfies ({"not": {}}): none may stand there, as of false
+    const nothing = ["items", "additionalItems"].filter((k) => s[k] !== undefined && s[k] !== false && never(s[k]));
+    const tuple = Array.isArray(s["prefixItems"]) ? "prefixItems" : Array.isArray(s["items"]) ? "items" : undefined;
+    if (nothing.length > 0 || (tuple !== undefined && (s[tuple] as unknown[]).some((p) => p !== false && never(p)))) {
+      const positions = tuple === undefined ? {} : { [tuple]: (s[tuple] as unknown[]).map((p) => (never(p) ? false : p)) };
+      return this.array({ ...s, ...Object.fromEntries(nothing.map((k) => [k, false])), ...positions }, name, path, depth);
+    }
+    // unevaluatedItems: the elements no tuple position (prefixItems) or items took; with no
+    // allOf / anyOf / $ref beside (which reach here merged, or each alternative with it) that is
+    // what items (after prefixItems) or additionalItems (after items as a list) would apply to,
+    // and where that is given, none. contains evaluates the elements it matches: refused there
+    if (s["unevaluatedItems"] !== undefined) {
+      const { unevaluatedItems: rest, ...others } = s;
+      if (others["contains"] !== undefined) throw new GrammarError(`${path}/unevaluatedItems: not supported beside contains (the elements it matches are evaluated, the others not)`);
+      const after = Array.isArray(others["items"]) ? "additionalItems" : "items";
+      return this.array(others[after] !== undefined ? others : { ...others, [after]: rest }, name, path, depth);
+    }
     const one = s["prefixItems"];
     if (one !== undefined && !Array.isArray(one)) {
       // prefixItems as one schema (not a list, which JSON Schema asks for): the schema of every
@@ -1269,6 +1334,55 @@ class Converter {
   }
 
   /** the values a schema admits, where they are a finite set (enum, const, boolean, null, a $ref to one), else undefined */
+  /**
+   * What a `not` rules out, where a grammar can leave it out: types ({"not": {"type": ...}}) or
+   * values (const, enum); `not` of any other schema would be the complement of its grammar
+   */
+  private ruledOut(not: unknown, at: string): { types: string[]; values: unknown[] } {
+    if (!isMap(not)) throw new GrammarError(`${at}: expected a schema, got ${JSON.stringify(not)}`);
+    const n = not as Record<string, unknown>;
+    this.checkKeys(n, at);
+    const keys = Object.keys(n).filter((k) => constrains({ [k]: n[k] }));
+    if (keys.length === 1 && keys[0] === "type") return { types: [n["type"]].flat() as string[], values: [] };
+    if (keys.length === 1 && keys[0] === "const") return { types: [], values: [n["const"]] };
+    if (keys.length === 1 && keys[0] === "enum") return { types: [], values: n["enum"] as unknown[] };
+    throw new GrammarError(`${at}: only a type, a const or an enum can be ruled out in a grammar (not of ${keys.join(", ")} would need the complement of its grammar)`);
+  }
+
+  /**
+   * A schema with `not` (the enum beside it and never() done in visit): its types less the types
+   * `not` rules out; values it rules out are left out of booleans, null, and plain strings (any
+   * string but them, as other keys are any string but the properties' names); of other types refused
+   */
+  private negated(s: Record<string, unknown>, name: string, path: string, depth: number): string {
+    const { not, ...rest } = s;
+    const at = `${path}/not`;
+    const { types, values } = this.ruledOut(not, at);
+    const implied = impliedTypes(rest);
+    const own = rest["type"] !== undefined ? ([rest["type"]].flat() as string[]) : implied.length > 0 ? implied : ALL_TYPES;
+    const alts: string[] = [];
+    for (const t of own) {
+      if (types.includes(t) || (t === "integer" && types.includes("number"))) continue;
+      if (t === "number" && types.includes("integer")) throw new GrammarError(`${at}: ruling the integers out of numbers is not supported in a grammar`);
+      const out = values.filter((v) => ofType(v, t));
+      const id = `${name}-${alts.length}`;
+      if (out.length === 0) alts.push(this.visit({ ...rest, type: t }, id, path, depth + 1));
+      else if (t === "boolean" || t === "null") {
+        const left = (t === "null" ? [null] : [true, false]).filter((v) => !out.includes(v));
+        if (left.length > 0) alts.push(this.visit({ type: t, enum: left }, id, path, depth + 1));
+      } else if (t === "string" && !["pattern", "format", "minLength", "maxLength"].some((k) => rest[k] !== undefined)) {
+        const escaped = (out as string[]).find((w) => JSON.stringify(w).slice(1, -1).includes("\\"));
+        if (escaped !== undefined) throw new GrammarError(`${at}: ruling out a string JSON escapes (${JSON.stringify(escaped)}) is not supported`);
+        this.space();
+        alts.push(this.add(id, `${this.stringExcept(out as string[], id)} space`));
+      } else {
+        throw new GrammarError(`${at}: ruling ${JSON.stringify(out[0])} out of a ${t} schema is not supported in a grammar (only out of an enum, booleans, null, or strings without pattern, format or length)`);
+      }
+    }
+    if (alts.length === 0) throw new GrammarError(`${at}: rules out every type the schema beside it admits`);
+    return this.add(name, alts.join(" | "));
+  }
+
   private finiteValues(schema: unknown, path: string, depth: number): unknown[] | undefined {
     if (depth > this.maxDepth || typeof schema !== "object" || schema === null || Array.isArray(schema)) return undefined;
     const s = schema as Record<string, unknown>;
@@ -1334,15 +1448,18 @@ class Converter {
 
   private object(s: Record<string, unknown>, name: string, path: string, depth: number): string {
     const keyNames = propertyNamesOf(s, path);
-    const written = (s["properties"] ?? {}) as Record<string, unknown>;
-    if (typeof written !== "object" || Array.isArray(written)) throw new GrammarError(`${path}/properties: expected an object`);
+    const given = (s["properties"] ?? {}) as Record<string, unknown>;
+    if (typeof given !== "object" || Array.isArray(given)) throw new GrammarError(`${path}/properties: expected an object`);
+    // a property of a schema no value satisfies ({"not": {}}) is one of schema false: not present
+    const written = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, never(v) ? false : v]));
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
     const patterns = this.patterns(s, path, depth, [...new Set([...Object.keys(written), ...required])]);
     // an object without properties takes other keys unless additionalProperties says not (one with
     // them, or with patternProperties, does not)
     // (with no allOf / anyOf / $ref beside, which reach here merged, the keys unevaluatedProperties
     // applies to are those additionalProperties would: where that is given, none)
-    const additional = s["additionalProperties"] ?? s["unevaluatedProperties"] ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
+    const given2 = s["additionalProperties"] ?? s["unevaluatedProperties"];
+    const additional = given2 !== undefined && never(given2) ? false : given2 ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
     const keyAt = new Map(Object.keys(written).map((k) => [k, `${path}/properties/${k}`]));
     const props: Record<string, unknown> = { ...written };
     // a required name that is no property is another key, of its patterns' schemas or else
@@ -1615,9 +1732,19 @@ class Converter {
   private additionalKv(names: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
     const value = additional === true ? this.anyValue() : this.visit(additional, `${name}-additional-value`, `${path}/additionalProperties`, depth + 1);
     this.primitive("string");
+    const escaped = names.find((k) => JSON.stringify(k).slice(1, -1).includes("\\"));
+    if (escaped !== undefined) throw new GrammarError(`${path}/additionalProperties: not supported beside a property whose name JSON escapes (${JSON.stringify(escaped)})`);
+    const key = names.length === 0 ? "string" : `${this.stringExcept(names, name)} space`;
+    return this.add(`${name}-additional-kv`, `${key} ":" space ${value}`);
+  }
+
+  /**
+   * A JSON string other than `names` (none of which JSON escapes), as a GBNF expression: a trie
+   * of the names, left at every place where the text is none of them
+   */
+  private stringExcept(names: readonly string[], name: string): string {
+    this.primitive("string");
     const written = names.map((k) => JSON.stringify(k).slice(1, -1));
-    const escaped = written.findIndex((w) => w.includes("\\"));
-    if (escaped >= 0) throw new GrammarError(`${path}/additionalProperties: not supported beside a property whose name JSON escapes (${JSON.stringify(names[escaped])})`);
     interface Node { end: boolean; next: Map<string, Node> }
     const trie: Node = { end: false, next: new Map() };
     for (const w of written) {
@@ -1642,13 +1769,14 @@ class Converter {
     const other = (n: Node): string => {
       const id = `${name}-other-key-${count++}`;
       const outside = [...n.next.keys()].map((c) => (c === "]" || c === "^" || c === "-" ? `\\${c}` : c)).join("");
-      const escapes = n.next.size === 0 ? ESCAPE : `[\\\\] (["\\\\${n.next.has("/") ? "" : "/"}bfnrt] | "u" (${hexExcept([...n.next.keys()].map((c) => c.codePointAt(0)!))}))`;
+      // (an escaped surrogate pair spells a character beyond the BMP: any, where the trie goes on with none)
+      const pair = [...n.next.keys()].some((c) => c.codePointAt(0)! > 0xffff) ? "" : ` | "u" [dD] [89abAB] [0-9a-fA-F]{2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2}`;
+      const escapes = n.next.size === 0 ? ESCAPE : `[\\\\] (["\\\\${n.next.has("/") ? "" : "/"}bfnrt] | "u" (${hexExcept([...n.next.keys()].map((c) => c.codePointAt(0)!))})${pair})`;
       const alts = [`[^"\\\\\\x00-\\x1F${outside}] char*`, `${escapes} char*`];
       for (const [c, child] of n.next) alts.push(`(${spellings(c)}) ${other(child)}`);
       if (!n.end) alts.push(`""`);
       return this.add(id, alts.join(" | "));
     };
-    const key = names.length === 0 ? "string" : `"\\"" ${other(trie)} "\\"" space`;
-    return this.add(`${name}-additional-kv`, `${key} ":" space ${value}`);
+    return `"\\"" ${other(trie)} "\\""`;
   }
 }
