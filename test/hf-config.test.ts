@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -8,6 +8,8 @@ import { readGenerationConfig, readHFConfig } from "../src/formats/hf-config.js"
 import { writeSafetensors } from "../src/formats/safetensors-writer.js";
 import { applyRope, type RopeParams } from "../src/kernels/ops/index.js";
 import { openModel } from "../src/models/open.js";
+import { loadModel } from "../src/index.js";
+import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { tokenizerFromGGUF } from "../src/tokenizer/index.js";
 import { GGUFMetadata, readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { Rng, tinyLlama } from "../src/testing/index.js";
@@ -170,4 +172,29 @@ test("folder checks: unknown and missing tensors are listed; buffers and a tied 
   assert.throws(() => openModel(f, { tokenizer: tok() }), /2 tensor\(s\) that LlamaForCausalLM needs are missing: model.layers.0.mlp.up_proj.weight, model.norm.weight/);
   await rewrite([], ["model.layers.0.self_attn.rotary_emb.inv_freq"]);
   openModel(f, { tokenizer: tok() }); // an old checkpoint's RoPE buffer is not a weight
+});
+
+test("a transposed token embedding (transformer.wte.weight, model.embed_tokens.weight) is refused against config.json's vocab_size x width", { skip: skipWithoutShared("hf-oracle/gpt2-tiny/model.safetensors") || skipWithoutShared("models/stories260K.gguf") }, async () => {
+  /** the folder's model.safetensors rewritten by the project's writer with `name`'s shape reversed (the bytes as they are) */
+  const transpose = async (folder: string, name: string) => {
+    const st = join(folder, "model.safetensors");
+    const buf = readFileSync(st);
+    const n = Number(buf.readBigUInt64LE(0));
+    const header = JSON.parse(buf.subarray(8, 8 + n).toString()) as Record<string, { dtype: "F32"; shape: number[]; data_offsets: [number, number] }>;
+    await writeSafetensors(st, Object.entries(header).filter(([k]) => k !== "__metadata__").map(([k, h]) => ({
+      name: k, dtype: h.dtype, shape: k === name ? [...h.shape].reverse() : h.shape, data: buf.subarray(8 + n + h.data_offsets[0], 8 + n + h.data_offsets[1]),
+    })));
+    return st;
+  };
+  const gpt2 = join(dir, "gpt2-transposed");
+  cpSync(sharedFile("hf-oracle/gpt2-tiny")!, gpt2, { recursive: true });
+  const gpt2St = await transpose(gpt2, "transformer.wte.weight");
+  // config.json: vocab_size 50257, n_embd 64 (ggml order: [64 per row, 50257 rows]); the tensor's [64, 50257] is [50257, 64] in ggml order
+  await assert.rejects(loadModel(gpt2), (e: Error) => e.message === `${gpt2St}: tensor "token_embd.weight": expected shape [64, 50257], found [50257, 64] (F32)`);
+
+  const llama = join(dir, "llama-transposed");
+  const config = await writeRandomHFModel(llama, { ...tinyLlama, blockCount: 1, seed: 5 });
+  const llamaSt = await transpose(llama, "model.embed_tokens.weight");
+  const width = config.hidden_size as number, rows = config.vocab_size as number;
+  assert.throws(() => openModel(llama, { tokenizer: tok() }).build(createReferenceBackend()), (e: Error) => e.message === `${llamaSt}: tensor "token_embd.weight": expected shape [${width}, ${rows}], found [${rows}, ${width}] (F32)`);
 });

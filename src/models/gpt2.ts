@@ -5,7 +5,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import type { BatchLayout, SequenceInput } from "./batch.js";
 import { DecoderModel, type PassOutput } from "./decoder.js";
-import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
+import { checkDecoderShape, declaredVocabSize, type DecoderShape } from "./hyperparameters.js";
 
 /**
  * GPT-2: learned absolute position embeddings, pre-LayerNorm blocks with biases, fused QKV,
@@ -42,7 +42,7 @@ export function readGpt2Shape(meta: GGUFMetadata): DecoderShape {
 }
 
 export function readGpt2Config(meta: GGUFMetadata, store: WeightStore): Gpt2Config {
-  return { architecture: "gpt2", vocabSize: store.info("token_embd.weight").dims[1]!, ...readGpt2Shape(meta), maxPositions: store.info("position_embd.weight").dims[1]!, parameterCount: store.parameterCount() };
+  return { architecture: "gpt2", vocabSize: declaredVocabSize(meta, "gpt2.vocab_size", store.info("token_embd.weight").dims[1]!), ...readGpt2Shape(meta), maxPositions: store.info("position_embd.weight").dims[1]!, parameterCount: store.parameterCount() };
 }
 
 /** where each shape field comes from in llama.cpp's GPT-2 metadata (the head size from the width and the head count) */

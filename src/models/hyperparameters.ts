@@ -40,3 +40,13 @@ export function checkDecoderShape(meta: GGUFMetadata, shape: DecoderShape, key: 
     if (!(Number.isFinite(base) && base > 0)) fail("ropeBase", `expected a positive RoPE frequency base, found ${base}`);
   }
 }
+
+/**
+ * The vocabulary the token embedding must have rows for: `key` (`ARCH.vocab_size`, config.json's
+ * vocab_size for a HF folder) where the metadata declares it, as transformers sizes wte from it
+ * (llama.cpp reads the key as n_vocab too), so a transposed or wrong embedding is refused against
+ * the declared shape; else the embedding's own `rows` (most GGUF files declare none).
+ */
+export function declaredVocabSize(meta: GGUFMetadata, key: string, rows: number): number {
+  return meta.number(key) ?? rows;
+}

@@ -7,7 +7,7 @@ import type { ModelInfo } from "./model.js";
 import type { WeightStore } from "./weights.js";
 import type { BatchLayout } from "./batch.js";
 import { DecoderModel, type PassOutput } from "./decoder.js";
-import { checkDecoderShape, type DecoderShape } from "./hyperparameters.js";
+import { checkDecoderShape, declaredVocabSize, type DecoderShape } from "./hyperparameters.js";
 
 /**
  * The Llama family: Llama 2/3, Mistral, SmolLM, TinyLlama (arch "llama"), Qwen2 (Q/K/V
@@ -73,7 +73,7 @@ export function readLlamaConfig(arch: string, meta: GGUFMetadata, store: WeightS
     throw new GGUFError(meta.path, key("rope.scaling.factor"), `expected a linear RoPE scaling factor in (0, 1e6] (0: not scaled), found ${scalingFactor}`);
   }
   const { headDim } = shape, { ropeDim } = shape.rope;
-  const vocabSize = store.info("token_embd.weight").dims[1]!;
+  const vocabSize = declaredVocabSize(meta, key("vocab_size"), store.info("token_embd.weight").dims[1]!);
   return {
     architecture: arch,
     vocabSize,
