@@ -56,6 +56,7 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-ctk": ["cache-type-k"],
   "-ctv": ["cache-type-v"],
   "-fa": ["flash-attn"],
+  "-e": ["escape"],
   "--grammar-file": ["grammar"], // llama.cpp's --grammar is the grammar's text, --grammar-file a file: tsllm's --grammar takes both
   // llama-server's draft model and draft length, by its current and earlier names
   "-md": ["draft-model"],
@@ -271,6 +272,61 @@ export function optionalNumber(values: ParsedValues, name: string, check?: { int
   if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);
   return n;
 }
+
+/** the bytes of the two characters after `\x` that C's strtol(_, _, 16) reads whole, else undefined */
+function strtolTwoHex(a: number, b: number): number | undefined {
+  const hex = (c: number) => (c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
+  const digit = hex(b);
+  if (digit < 0) return undefined;
+  if (hex(a) >= 0) return hex(a) * 16 + digit;
+  // strtol skips leading white space (isspace: space, \t \n \v \f \r) and takes a sign: " 5", "+5", "-5"
+  if (a === 0x20 || (a >= 0x09 && a <= 0x0d) || a === 0x2b) return digit;
+  if (a === 0x2d) return (256 - digit) & 0xff; // char(-5): the byte 0xfb
+  return undefined;
+}
+
+/** \n \r \t \' \" \\ : the byte after the backslash and the byte it stands for */
+const SIMPLE_ESCAPES = new Map<number, number>([[0x6e, 0x0a], [0x72, 0x0d], [0x74, 0x09], [0x27, 0x27], [0x22, 0x22], [0x5c, 0x5c]]);
+
+/**
+ * llama.cpp's escapes in text typed on a command line (string_process_escapes, which its tools run
+ * on -p, -r and llama-tokenize's prompt unless --no-escape): \n \r \t \' \" \\ and \xHH (two
+ * characters strtol reads as hex) become the character or byte; any other backslash, a trailing one
+ * too, stays as typed. It works on the UTF-8 bytes, so \xc3\xa9 is "é"; bytes that are not UTF-8
+ * are refused naming `what`, where llama.cpp would tokenize them as replacement characters.
+ */
+export function processEscapes(text: string, what: string): string {
+  if (!text.includes("\\")) return text;
+  const input = Buffer.from(text, "utf8");
+  const out = Buffer.alloc(input.length);
+  let n = 0;
+  for (let i = 0; i < input.length; i++) {
+    if (input[i] !== 0x5c || i + 1 >= input.length) { out[n++] = input[i]!; continue; }
+    const c = input[++i]!;
+    const simple = SIMPLE_ESCAPES.get(c);
+    const byte = simple ?? (c === 0x78 && i + 2 < input.length ? strtolTwoHex(input[i + 1]!, input[i + 2]!) : undefined);
+    if (simple !== undefined) out[n++] = simple;
+    else if (byte !== undefined) { out[n++] = byte; i += 2; }
+    else { out[n++] = 0x5c; out[n++] = c; }
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(out.subarray(0, n));
+  } catch {
+    throw new UsageError(`${what}: its \\x escapes make bytes that are not UTF-8 text; give whole UTF-8 sequences (\\xc3\\xa9 for "é") or the characters themselves, or --no-escape to keep backslashes as typed`);
+  }
+}
+
+/**
+ * --escape (-e, llama.cpp's default) and --no-escape: whether command-line text goes through
+ * processEscapes; both given contradict each other
+ */
+export function escapesOption(values: ParsedValues): boolean {
+  if (flag(values, "escape") && flag(values, "no-escape")) throw new UsageError("--escape and --no-escape contradict each other: give one (escapes are processed unless --no-escape)");
+  return !flag(values, "no-escape");
+}
+
+/** the escape options, as llama.cpp's common options name them */
+export const ESCAPE_ARGS: OptionSpec = { escape: { type: "boolean" }, "no-escape": { type: "boolean" } };
 
 /** more values than any benchmark sweep runs: a range such as 1-1000000000 is a typo, not a plan */
 const MAX_LIST_VALUES = 1000;

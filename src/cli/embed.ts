@@ -1,9 +1,9 @@
 import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
-import { backendOption, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { fileText, readTextInput } from "./input-files.js";
 
-export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--embd-separator SEP]
+export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--embd-separator SEP] [--no-escape]
                    [--normalize | --no-normalize] [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME]
                    [--threads N] [--backend wasm|reference|webgpu] [--json]
 
@@ -21,6 +21,9 @@ Options:
                     BOM and the final line break dropped, an empty line an empty text (- reads stdin)
   --embd-separator SEP  split each --input, or the file's text, at SEP instead (every part a text,
                     empty ones too), as llama-embedding --embd-separator (e.g. "<#sep#>")
+  --no-escape       take --input as typed; by default, as llama-embedding's -p, \\n \\r \\t \\' \\" \\\\ and
+                    \\xHH in it are that character or byte (--escape, the default, is taken; --file's
+                    text, --prompt and SEP are taken as they are)
   --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a decoder)
   --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
   --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
@@ -35,12 +38,14 @@ Options:
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
-export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" } };
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" }, ...ESCAPE_ARGS };
 
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
   if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
-  const given = strings(values, "input"), file = optionalString(values, "file");
+  // llama-embedding's -p: typed escapes (\n) processed unless --no-escape (before --embd-separator splits, as there)
+  const escapes = escapesOption(values);
+  const given = strings(values, "input")?.map((t) => (escapes ? processEscapes(t, "--input") : t)), file = optionalString(values, "file");
   const separator = optionalNonEmpty(values, "embd-separator", "the text between the texts");
   if (given && given.length > 0 && file !== undefined) throw new UsageError("--input and --file both give the texts; give one");
   if ((!given || given.length === 0) && file === undefined) throw new UsageError("--input is required (or --file FILE, one text a line; --file - reads stdin)");

@@ -12,7 +12,7 @@ import { availableMemoryBytes, planMemory, refusalInTerms, RequestError, type Re
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
-import { backendOption, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
@@ -44,6 +44,8 @@ Options:
   --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
                         The seed used is printed (stderr, or "seed" with --json): give it back to repeat a run
   --stop STR            stop at this text (repeatable)
+  --no-escape           take --prompt and --stop as typed; by default, as llama.cpp's tools (-e, --escape),
+                        \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte (--file and stdin are as they are)
   --threads N           compute threads (default -1; 0 or less: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --ctx-size N|auto|0   KV cache size in tokens; auto: the largest that fits in free memory (at most
@@ -128,6 +130,7 @@ export const GENERATE_ARGS: OptionSpec = {
   system: { type: "string" },
   "chat-template": { type: "string" },
   normalize: { type: "string" },
+  ...ESCAPE_ARGS,
 };
 
 /** generate-only options: what the completion must be */
@@ -150,7 +153,8 @@ async function promptFrom(values: ParsedValues): Promise<{ text: string; source:
   const prompt = optionalString(values, "prompt");
   const file = optionalString(values, "file");
   if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
-  if (prompt !== undefined) return { text: prompt, source: "--prompt" };
+  // llama.cpp's -p: typed escapes (\n) processed unless --no-escape; a file's or a pipe's text is taken as it is
+  if (prompt !== undefined) return { text: escapesOption(values) ? processEscapes(prompt, "--prompt") : prompt, source: "--prompt" };
   // an empty FILE is an empty prompt, as llama.cpp's -f (which then starts from BOS alone); an empty pipe is not
   if (file !== undefined) {
     const text = await readTextInput(file, "--file");
@@ -414,7 +418,8 @@ function minPAboveOne(values: ParsedValues): boolean {
 function stopsFrom(values: ParsedValues): string[] | undefined {
   const stop = strings(values, "stop");
   if (stop?.includes("")) throw new UsageError("--stop is empty; give the text to stop at, or leave the option out");
-  return stop;
+  // as llama.cpp's reverse prompts (-r): typed escapes processed unless --no-escape, so --stop "\n" is a line break
+  return escapesOption(values) ? stop?.map((s) => processEscapes(s, "--stop")) : stop;
 }
 
 /** Sampling and stopping options shared by generate and chat. */

@@ -11,8 +11,9 @@ Commands:
 ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`).join("\n")}
 
 Run "tsllm <command> --help" or "tsllm help <command>" for a command's options. llama.cpp's
-spellings of them work too (-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r, --temp, --n-predict);
--ngl is taken and ignored.
+spellings of them work too (-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r -e, --temp, --n-predict);
+-ngl is taken and ignored. Escapes typed in -p (\\n, \\t, \\xHH) are processed, as llama.cpp does,
+unless --no-escape.
 `;
 
 /** ollama's and llama.cpp's names for tsllm's commands (ollama run, ollama pull, llama-server, ...) */

@@ -1,9 +1,9 @@
 import { loadTokenizer } from "../llm.js";
-import { flag, optionalString, parse, requireString, UsageError, type OptionSpec } from "./args.js";
+import { escapesOption, ESCAPE_ARGS, flag, optionalString, parse, processEscapes, requireString, UsageError, type OptionSpec } from "./args.js";
 import { readTextInput } from "./input-files.js";
 
 export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE | --stdin) [--add-special | --no-bos]
-                      [--no-parse-special] [--ids | --json] [--show-count] [--log-disable]
+                      [--no-parse-special] [--no-escape] [--ids | --json] [--show-count] [--log-disable]
 
 Prints a table "Token ID | Token Text", one row per token, pieces as the tokenizer stores them.
 
@@ -19,6 +19,9 @@ Options:
   --no-bos          no BOS, as llama-tokenize --no-bos (this command's default already)
   --no-parse-special  special tokens' text (<s>, <|im_end|>) tokenized as plain text, not as those
                     tokens, as llama-tokenize --no-parse-special
+  --no-escape       take --text as typed; by default, as llama-tokenize, \\n \\r \\t \\' \\" \\\\ and \\xHH
+                    in it are that character or byte (--escape, the default, is taken; a file or
+                    stdin is tokenized as it is, where llama-tokenize processes its escapes too)
   --log-disable     taken, as llama-tokenize takes it; this command logs nothing anyway
   --ids             print only the ids, as llama-tokenize --ids: [1, 2, 3]
   --show-count      end with the line "Total number of tokens: N", as llama-tokenize --show-count
@@ -26,7 +29,7 @@ Options:
   -h, --help        show this help
 `;
 
-export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" }, stdin: { type: "boolean" }, ids: { type: "boolean" }, "show-count": { type: "boolean" }, "no-bos": { type: "boolean" }, "no-parse-special": { type: "boolean" }, "log-disable": { type: "boolean" } };
+export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { type: "string" }, file: { type: "string" }, "add-special": { type: "boolean" }, json: { type: "boolean" }, stdin: { type: "boolean" }, ids: { type: "boolean" }, "show-count": { type: "boolean" }, "no-bos": { type: "boolean" }, "no-parse-special": { type: "boolean" }, "log-disable": { type: "boolean" }, ...ESCAPE_ARGS };
 
 export async function runTokenize(argv: string[]): Promise<void> {
   const values = parse(argv, TOKENIZE_ARGS);
@@ -40,7 +43,9 @@ export async function runTokenize(argv: string[]): Promise<void> {
   // llama-tokenize --stdin is --file -
   const file = flag(values, "stdin") ? "-" : optionalString(values, "file");
   // llama-tokenize -f FILE (and --stdin): the text read as it is, a final line break included
-  const text = file === undefined ? given : await readTextInput(file, "--file");
+  // llama-tokenize's -p: typed escapes (\n) are processed unless --no-escape
+  const escapes = escapesOption(values);
+  const text = file === undefined ? (given !== undefined && escapes ? processEscapes(given, "--text") : given) : await readTextInput(file, "--file");
   if (text === undefined) throw new UsageError("--text is required (or --file FILE; --stdin or --file - reads stdin)");
   const tokenizer = await loadTokenizer(path);
   // llama-tokenize's parse_special: special tokens' text is those tokens unless --no-parse-special
