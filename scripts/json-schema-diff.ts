@@ -111,12 +111,13 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         return { type: [pick(rng, ["string", "integer"]), pick(rng, ["null", "boolean", "number"])] };
       case "not": {
         // what a grammar can leave out: types, and values of an enum, booleans, null or plain strings
-        const values = Array.from({ length: int(rng, 1, 3) }, () => pick(rng, ["a", "ab", "", "é", true, false, null, 1]));
+        const values = Array.from({ length: int(rng, 1, 3) }, () => pick(rng, ["a", "ab", "", "é", true, false, null, 1, 0, -1]));
         const out = chance(rng, 0.5) ? { const: values[0] } : { enum: values };
         return pick(rng, [
           { not: { type: pick(rng, ["string", "object", "array", "number", "null", ["boolean", "integer"]]) } },
           { type: ["string", "boolean", "null"], not: out },
           { type: "string", not: out },
+          { type: "integer", ...(chance(rng, 0.5) ? { minimum: int(rng, -2, 1), maximum: int(rng, 1, 3) } : {}), not: out },
           { enum: ["a", "ab", 1, true, null, { k: 1 }], not: out },
           { ...randomSchema(rng, depth + 1, defs), not: false },
         ]);
@@ -342,7 +343,10 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
   if (o["not"] !== undefined) {
     const { not, ...rest } = o;
     if (not === true || (typeof not === "object" && not !== null && Object.keys(not).length === 0)) return undefined;
-    return randomInstance(root, Object.keys(rest).length === 0 ? true : rest, rng, depth + 1);
+    const v = randomInstance(root, Object.keys(rest).length === 0 ? true : rest, rng, depth + 1);
+    // an integer with values left out is ranges of integers, which (as bounded ones) never write -0
+    if (typeof v === "number") plainNumbers.add(v);
+    return v;
   }
   if (o["nullable"] === true && chance(rng, 0.3)) return null;
   if (typeof o["$ref"] === "string") return randomInstance(root, resolve(root, o["$ref"]), rng, depth + 1);

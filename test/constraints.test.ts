@@ -1206,7 +1206,7 @@ test("dependentRequired: where a key is present so are the keys it names (before
 });
 
 test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes other keys and elements; not of a type, const or enum leaves those out, exactly as ajv validates (was refused as an unknown keyword)", () => {
-  const texts = ["null", "true", "false", "0", "1", "-2", "1.5", '""', '"a"', '"b"', '"ab"', '"x"', '"\\u0061"', '"\\ud83d\\ude00"', "[]", "[1]", '[1,"a"]', '["a",1]', "[1,2]", '[1,"a",2]', "{}", '{"a":1}', '{"b":"x"}', '{"a":1,"b":"x"}', '{"z":1}', '{"a":1,"z":2}'];
+  const texts = ["null", "true", "false", "0", "1", "-1", "2", "-2", "-3", "7", "1.5", '""', '"a"', '"b"', '"ab"', '"x"', '"\\u0061"', '"\\ud83d\\ude00"', "[]", "[1]", '[1,"a"]', '["a",1]', "[1,2]", '[1,"a",2]', "{}", '{"a":1}', '{"b":"x"}', '{"a":1,"b":"x"}', '{"z":1}', '{"a":1,"z":2}'];
   for (const schema of [
     { type: "object", properties: { a: { type: "integer" }, b: { not: {} } }, additionalProperties: { type: "integer" } },
     { type: "object", properties: { a: { type: "integer" } }, additionalProperties: { not: {} } },
@@ -1224,6 +1224,11 @@ test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes ot
     { const: "a", not: { type: "integer" } },
     { anyOf: [{ type: "string" }, { type: "integer", minimum: 0 }], not: { const: "a" } },
     { type: "string", not: false },
+    { type: "integer", not: { const: 1 } },
+    { type: ["string", "boolean"], nullable: true, not: { enum: [null, "a"] } },
+    { type: "integer", minimum: -2, maximum: 1, not: { enum: [-2, 0, 7] } },
+    { type: "integer", exclusiveMinimum: -3, not: { enum: [-2, -1, 1] } },
+    { type: ["integer", "string"], maximum: 0, not: { enum: [0, -2, "a"] } },
     { allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: { type: "integer" } }, { not: { type: "string" } }] },
     // (an enum's values are written as JSON.stringify writes them, not escaped: "\u0061" is left to the strings)
   ] as JsonSchema[]) agreesWithAjv(schema, "enum" in schema || "const" in schema ? texts.filter((t) => !t.includes("\\u")) : texts);
@@ -1231,7 +1236,8 @@ test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes ot
     [{ type: "string", not: {} }, /^GrammarError: #\/not: \{\} admits every value, so the schema admits none$/],
     [{ type: "object", properties: { a: { not: {} } }, required: ["a"] }, /^GrammarError: #\/properties\/a: false admits no value, but "a" is required$/],
     [{ type: "string", not: { pattern: "^a" } }, /^GrammarError: #\/not: only a type, a const or an enum can be ruled out in a grammar \(not of pattern would need the complement of its grammar\)$/],
-    [{ type: "integer", not: { const: 3 } }, /^GrammarError: #\/not: ruling 3 out of a integer schema is not supported in a grammar/],
+    [{ type: "number", not: { const: 3 } }, /^GrammarError: #\/not: ruling 3 out of a number schema is not supported in a grammar/],
+    [{ type: "integer", multipleOf: 2, not: { const: 4 } }, /^GrammarError: #\/not: ruling 4 out of a integer schema is not supported in a grammar/],
     [{ type: "string", maxLength: 3, not: { const: "a" } }, /^GrammarError: #\/not: ruling "a" out of a string schema is not supported/],
     [{ type: "number", not: { type: "integer" } }, /^GrammarError: #\/not: ruling the integers out of numbers is not supported in a grammar$/],
     [{ type: "string", not: { type: "string" } }, /^GrammarError: #\/not: rules out every type the schema beside it admits$/],

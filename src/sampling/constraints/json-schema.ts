@@ -548,6 +548,12 @@ class Converter {
     this.space();
     // OpenAPI's nullable (which ajv honours too): the schema, or null; beside an enum or const it
     // adds nothing (OpenAPI 3.0.3: null must then be among the values, as ajv reads it)
+    if (s["nullable"] === true && s["enum"] === undefined && s["const"] === undefined && s["not"] !== undefined) {
+      // (null joins the type, so that a not beside it applies to null too)
+      const { nullable: _, ...rest } = s;
+      const types = [s["type"]].flat();
+      return this.visit({ ...rest, type: types.includes("null") ? s["type"] : [...types, "null"] }, name, path, depth + 1);
+    }
     if (s["nullable"] === true && s["enum"] === undefined && s["const"] === undefined) {
       const { nullable: _, ...rest } = s;
       return this.add(name, `${this.visit(rest, `${name}-value`, path, depth + 1)} | ${this.primitive("null")}`);
@@ -1375,8 +1381,27 @@ class Converter {
         if (escaped !== undefined) throw new GrammarError(`${at}: ruling out a string JSON escapes (${JSON.stringify(escaped)}) is not supported`);
         this.space();
         alts.push(this.add(id, `${this.stringExcept(out as string[], id)} space`));
+      } else if (t === "integer" && rest["multipleOf"] === undefined) {
+        // the integers within the bounds less the values: the ranges between them
+        const { lo, hi } = RANGE_KEYS.some((k) => rest[k] !== undefined) ? integerBounds(rest, path) : { lo: undefined, hi: undefined };
+        const ranges: [number | undefined, number | undefined][] = [];
+        let from = lo;
+        for (const c of [...new Set(out as number[])].sort((x, y) => x - y)) {
+          if ((lo !== undefined && c < lo) || (hi !== undefined && c > hi)) continue;
+          if (from === undefined || from <= c - 1) ranges.push([from, c - 1]);
+          from = c + 1;
+        }
+        if (from === undefined || hi === undefined || from <= hi) ranges.push([from, hi]);
+        let parts: string[];
+        try {
+          parts = ranges.map(([a, b]) => regexToGbnf(integerRangeRegex(a, b)));
+        } catch (e) {
+          throw new GrammarError(`${at}: ${(e as Error).message}`);
+        }
+        this.space();
+        if (parts.length > 0) alts.push(this.add(id, `(${parts.join(" | ")}) space`));
       } else {
-        throw new GrammarError(`${at}: ruling ${JSON.stringify(out[0])} out of a ${t} schema is not supported in a grammar (only out of an enum, booleans, null, or strings without pattern, format or length)`);
+        throw new GrammarError(`${at}: ruling ${JSON.stringify(out[0])} out of a ${t} schema is not supported in a grammar (only out of an enum, integers, booleans, null, or strings without pattern, format or length)`);
       }
     }
     if (alts.length === 0) throw new GrammarError(`${at}: rules out every type the schema beside it admits`);
