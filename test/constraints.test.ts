@@ -1231,7 +1231,7 @@ test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes ot
     { type: ["integer", "string"], maximum: 0, not: { enum: [0, -2, "a"] } },
     { allOf: [{ type: "object", properties: { a: { type: "integer" } }, additionalProperties: { type: "integer" } }, { not: { type: "string" } }] },
     // (an enum's values are written as JSON.stringify writes them, not escaped: "\u0061" is left to the strings)
-  ] as JsonSchema[]) agreesWithAjv(schema, "enum" in schema || "const" in schema ? texts.filter((t) => !t.includes("\\u")) : texts);
+  ] as JsonSchema[]) agreesWithAjv(schema, typeof schema === "object" && ("enum" in schema || "const" in schema) ? texts.filter((t) => !t.includes("\\u")) : texts);
   const faults: [JsonSchema, RegExp][] = [
     [{ type: "string", not: {} }, /^GrammarError: #\/not: \{\} admits every value, so the schema admits none$/],
     [{ type: "object", properties: { a: { not: {} } }, required: ["a"] }, /^GrammarError: #\/properties\/a: false admits no value, but "a" is required$/],

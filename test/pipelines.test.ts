@@ -12,6 +12,17 @@ import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 /* text-generation on the decoder engine against transformers (gpt2-tiny), and pipeline() errors. */
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
+const GPT2_TINY = `${SHARED}/hf-oracle/gpt2-tiny`;
+
+/** a copy of gpt2-tiny in `dir`/`name` whose generation_config.json has `config` over its own */
+function gpt2TinyWith(dir: string, name: string, config: object): string {
+  const folder = join(dir, name);
+  mkdirSync(folder);
+  for (const f of readdirSync(GPT2_TINY)) copyFileSync(join(GPT2_TINY, f), join(folder, f));
+  const own = JSON.parse(readFileSync(join(GPT2_TINY, "generation_config.json"), "utf8"));
+  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, ...config }));
+  return folder;
+}
 
 describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
   const exp = skip ? undefined : JSON.parse(readFileSync(`${SHARED}/hf-oracle/gpt2-tiny.expected.json`, "utf8"));
@@ -61,17 +72,9 @@ describe("gpt2-tiny: text-generation as transformers", { skip }, () => {
  */
 test("text-generation takes the folder's generation_config.json under the options given (do_sample, temperature, top_k, repetition_penalty, max_new_tokens, max_length), as transformers' pipeline", { skip }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-config-"));
-  const plainFolder = `${SHARED}/hf-oracle/gpt2-tiny`;
-  const own = JSON.parse(readFileSync(join(plainFolder, "generation_config.json"), "utf8"));
   const opened: TextGenerationPipeline[] = [];
   const open = async (name: string, config?: object) => {
-    let folder = plainFolder;
-    if (config) {
-      folder = join(dir, name);
-      mkdirSync(folder);
-      for (const f of readdirSync(plainFolder)) copyFileSync(join(plainFolder, f), join(folder, f));
-      writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, ...config }));
-    }
+    const folder = config ? gpt2TinyWith(dir, name, config) : GPT2_TINY;
     const gen = await pipeline("text-generation", folder, { threads: 1 });
     opened.push(gen);
     return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
@@ -120,18 +123,10 @@ test("text-generation takes the folder's generation_config.json under the option
  */
 test("text-generation's sampling options as transformers takes them: doSample with temperature 0 refused, a do_sample: false file's temperature under a call's doSample, a file's max_new_tokens 256 beside max_length dropped, a file's max_new_tokens over a call's maxLength", { skip }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-sampling-"));
-  const plainFolder = `${SHARED}/hf-oracle/gpt2-tiny`;
-  const own = JSON.parse(readFileSync(join(plainFolder, "generation_config.json"), "utf8"));
   const opened: TextGenerationPipeline[] = [];
   const warnings: string[] = [];
   const open = async (name: string, config?: object, options: object = {}) => {
-    let folder = plainFolder;
-    if (config) {
-      folder = join(dir, name);
-      mkdirSync(folder);
-      for (const f of readdirSync(plainFolder)) copyFileSync(join(plainFolder, f), join(folder, f));
-      writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, ...config }));
-    }
+    const folder = config ? gpt2TinyWith(dir, name, config) : GPT2_TINY;
     const gen = await pipeline("text-generation", folder, { threads: 1, onWarning: (w) => warnings.push(w), ...options });
     opened.push(gen);
     return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
