@@ -490,11 +490,18 @@ test("a download killed with SIGKILL leaves its snapshot lock behind; rm of that
   /** a CLI download of main stopped mid-GGUF (its README linked), then killed */
   const killedDownload = async () => {
     hub.stallMidway.set(sha256(big.content), 1);
-    const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/dead", "--include", "*", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: "ignore" });
-    const exited = new Promise((done) => download.on("close", done));
+    const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/dead", "--include", "*", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = "", ended = false;
+    download.stderr.on("data", (d: Buffer) => (stderr += d));
+    let status: unknown;
+    const exited = new Promise((done) => download.on("close", (code, signal) => { ended = true; status = code ?? signal; done(code); }));
     try {
       const partial = join(a, "blobs", `${blobName(big)}.incomplete`);
-      while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) await new Promise((r) => setTimeout(r, 50));
+      while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) {
+        // a download that ended before it got there would leave this wait forever
+        if (ended) assert.fail(`the download ended (${status}) before it was midway: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
     } finally {
       download.kill("SIGKILL");
       await exited;

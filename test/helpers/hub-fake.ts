@@ -230,10 +230,12 @@ export class FakeHub {
     res.writeHead(range ? 206 : 200, { ...headers, "content-length": String(end - start + 1), "accept-ranges": "bytes", "content-type": "application/octet-stream" });
     if (req.method === "HEAD") return void res.end();
     const stalls = this.stallMidway.get(name) ?? 0;
-    if (stalls > 0 && start === 0) {
+    // (a download resuming from a partial file before the middle stalls there too)
+    const middle = content.length >> 1;
+    if (stalls > 0 && start < middle) {
       this.stallMidway.set(name, stalls - 1);
-      this.bytesServed += content.length >> 1;
-      res.write(content.subarray(0, content.length >> 1)); // and nothing more, the socket left open
+      this.bytesServed += middle - start;
+      res.write(content.subarray(start, middle)); // and nothing more, the socket left open
       return;
     }
     const drops = this.dropMidway.get(name) ?? 0;
