@@ -230,9 +230,9 @@ export class FakeHub {
     res.writeHead(range ? 206 : 200, { ...headers, "content-length": String(end - start + 1), "accept-ranges": "bytes", "content-type": "application/octet-stream" });
     if (req.method === "HEAD") return void res.end();
     const stalls = this.stallMidway.get(name) ?? 0;
-    // (a download resuming from a partial file before the middle stalls there too)
+    // (a download resuming from a partial file up to the middle stalls there too, sent nothing more)
     const middle = content.length >> 1;
-    if (stalls > 0 && start < middle) {
+    if (stalls > 0 && start <= middle) {
       this.stallMidway.set(name, stalls - 1);
       this.bytesServed += middle - start;
       res.write(content.subarray(start, middle)); // and nothing more, the socket left open
