@@ -146,7 +146,7 @@ test("tsllm serve's refusals name its flags (--kv-memory, --ctx-size, --parallel
     assert.match(kv.json.error.message, /; lower max_tokens, or start the server with a larger --kv-memory$/);
     const long = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time ".repeat(200) });
     assert.equal(long.status, 400, JSON.stringify(long.json));
-    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger --ctx-size$/);
+    assert.match(long.json.error.message, /^This model's maximum context length is \d+ tokens \(n_ctx in GET \/v1\/models\)\. However, your prompt resulted in \d+ tokens, more than the context holds .*Please reduce the length of the prompt, or start the server with a larger --ctx-size\.$/);
     const wide = await post(`${s.url}/v1/completions`, { prompt: "Once", n: 3, max_tokens: 1 });
     assert.equal(wide.status, 400, JSON.stringify(wide.json));
     assert.match(wide.json.error.message, /sequences this server runs at once \(--parallel\)$/);

@@ -89,20 +89,59 @@ describe("the server on an embedding model", { skip }, () => {
     [2, 1, 0].forEach((k, i) => assert.ok(close(lists.data[i]!.embedding, c[k]!.embedding_unnormalized), `list ${i}`));
     assert.equal(lists.usage.prompt_tokens, c[0]!.n_tokens + c[1]!.n_tokens + c[2]!.n_tokens);
     const padded = [...c[0]!.input_ids, 0, 0]; // transformers' tokenizer(texts, padding=True): its attention mask cannot be sent
-    for (const [input, message] of [[[[1, 99999]], /input\[0\]\[1\] is 99999: token ids are integers in \[0, 30522\)/], [[1, 2.5], /input\[1\] is 2\.5/], [[[]], /input\[0\] is an empty array/],
-      [[c[1]!.input_ids, padded], /^input\[1\]\[7\] is the padding token \(id 0\): send each input's ids without padding$/]] as const) {
+    for (const [input, param, message] of [[[[1, 99999]], "input[0]", /input\[0\]\[1\] is 99999: token ids are integers in \[0, 30522\)/], [[1, 2.5], "input", /input\[1\] is 2\.5/], [[[]], "input[0]", /input\[0\] is an empty array/],
+      [[c[1]!.input_ids, padded], "input[1]", /^input\[1\]\[7\] is the padding token \(id 0\): send each input's ids without padding$/]] as const) {
       const e = await post(`${server.url}/v1/embeddings`, { input });
       assert.equal(e.status, 400, JSON.stringify(input));
-      assert.equal(e.json.error.param, "input");
+      assert.equal(e.json.error.param, param);
+      assert.match(e.json.error.message, message);
+    }
+  });
+
+  test("llama-server's prompt forms in input, read and checked as a completion's prompt: {prompt_string} objects, ids and strings mixed; multimodal_data and bad elements a 400 naming the field", async () => {
+    // the judge: llama-server's /v1/embeddings tokenizes `input` (or `content`) with the
+    // completions' tokenize_input_prompts: an object's prompt_string is its prompt, a list holding
+    // an id is one prompt of ids and texts (tokenize_mixed: a text after an id without special
+    // tokens), and a multimodal_data key is refused on a model without multimodal support. Each
+    // vector must equal transformers' for the same tokens (the recorded outputs)
+    const c = exp.cases.slice(0, 3) as { text: string; input_ids: number[]; embedding_unnormalized: number[] }[];
+    const mixed = (k: number) => [c[k]!.input_ids[0]!, c[k]!.text, c[k]!.input_ids.at(-1)!];
+    const one = await post(`${server.url}/v1/embeddings`, { input: { prompt_string: c[0]!.text }, encoding_format: "float" });
+    assert.equal(one.status, 200, JSON.stringify(one.json));
+    assert.ok(close(one.json.data[0].embedding, c[0]!.embedding_unnormalized));
+    const bare = await client.embeddings.create({ model: "minilm-embed", input: mixed(1) as unknown as number[], encoding_format: "float" });
+    assert.equal(bare.data.length, 1);
+    assert.ok(close(bare.data[0]!.embedding, c[1]!.embedding_unnormalized));
+    const several = await client.embeddings.create({ model: "minilm-embed", input: [{ prompt_string: mixed(2) }, mixed(0), c[1]!.text] as unknown as string[], encoding_format: "float" });
+    [2, 0, 1].forEach((k, i) => assert.ok(close(several.data[i]!.embedding, c[k]!.embedding_unnormalized), `input ${i}`));
+    const llama = await post(`${server.url}/embedding`, { content: { prompt_string: c[0]!.text } });
+    assert.equal(llama.status, 200, JSON.stringify(llama.json));
+    assert.ok(close(llama.json[0].embedding[0], c[0]!.embedding_unnormalized));
+    const cls = c[0]!.input_ids[0]!;
+    for (const [route, body, param, message] of [
+      ["/v1/embeddings", { input: { prompt_string: "a", multimodal_data: [] } }, "input.multimodal_data", /^'input\.multimodal_data' cannot be read: this server reads text only, and this model has no multimodal support/],
+      ["/v1/embeddings", { input: ["a", { prompt_string: "b", multimodal_data: ["aGVsbG8="] }] }, "input[1].multimodal_data", /'input\[1\]\.multimodal_data' cannot be read/],
+      ["/embedding", { content: { prompt_string: "a", multimodal_data: [] } }, "content.multimodal_data", /'content\.multimodal_data' cannot be read/],
+      ["/v1/embeddings", { input: [{ prompt_string: 5 }] }, "input[0].prompt_string", /^'input\[0\]\.prompt_string' must be a string or a non-empty array of token ids and strings, got number$/],
+      ["/v1/embeddings", { input: ["a", {}] }, "input[1].prompt_string", /got none$/],
+      ["/v1/embeddings", { input: ["a", [cls, "x", 99999]] }, "input[1]", /^input\[1\]\[2\] is 99999: token ids are integers in \[0, 30522\)$/],
+      ["/v1/embeddings", { input: [[cls, "x", 0]] }, "input[0]", /^input\[0\]\[2\] is the padding token \(id 0\)/],
+      ["/v1/embeddings", { input: [{ prompt_string: [cls, "x", 0] }] }, "input[0].prompt_string", /^input\[0\]\.prompt_string\[2\] is the padding token/],
+      ["/v1/embeddings", { input: [true] }, "input[0]", /^'input\[0\]' must be a string, an array of token ids .* got boolean$/],
+    ] as const) {
+      const e = await post(`${server.url}${route}`, body);
+      assert.equal(e.status, 400, JSON.stringify(body));
+      assert.equal(e.json.error.param, param, JSON.stringify(e.json));
+      assert.equal(e.json.error.type, "invalid_request_error");
       assert.match(e.json.error.message, message);
     }
   });
 
   test("an empty string is refused, as OpenAI documents; an input past max_seq_length is refused unless truncate: true", async () => {
-    for (const input of ["", [""], ["a", ""]]) {
+    for (const [input, param] of [["", "input"], [[""], "input[0]"], [["a", ""], "input[1]"], [{ prompt_string: "" }, "input.prompt_string"]] as const) {
       const e = await post(`${server.url}/v1/embeddings`, { input });
       assert.equal(e.status, 400, JSON.stringify(input));
-      assert.equal(e.json.error.param, "input");
+      assert.equal(e.json.error.param, param);
       assert.match(e.json.error.message, /empty string/);
     }
     const long = exp.cases.find((x: { n_tokens: number }) => x.n_tokens === exp.config.max_seq_length);

@@ -145,14 +145,14 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(several.texts.length, 3);
     assert.deepEqual(several.texts.slice(1), [ids.texts[0], ids.texts[0]]);
     // still refused: a list of lists of strings alone, an id out of the vocabulary among strings
-    for (const prompt of [[["Once", "upon"]], ["Once", 1e6]]) {
+    for (const [prompt, param] of [[[["Once", "upon"]], "prompt[0]"], [["Once", 1e6], "prompt"]] as const) {
       const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 2 });
       assert.equal(r.status, 400, JSON.stringify(prompt));
-      assert.equal(r.json.error.param, "prompt");
+      assert.equal(r.json.error.param, param);
     }
   });
 
-  test("/v1/completions takes llama-server's prompt objects {prompt_string}, alone or in a list of prompts; multimodal_data is a 400 naming it", async () => {
+  test("/v1/completions takes llama-server's prompt objects {prompt_string}, alone or in a list of prompts; multimodal_data (even empty) is a 400 naming it", async () => {
     // the judge: llama-server's tokenize_input_subprompt (tools/server/server-common.cpp): an
     // object's prompt_string is read as a prompt (a string, or ids and strings as tokenize_mixed
     // reads them); with multimodal_data and no projector it refuses the request
@@ -165,7 +165,6 @@ describe("request parameters on stories260K", { skip }, () => {
     };
     const plain = await greedy("Once upon a time");
     assert.deepEqual(await greedy({ prompt_string: "Once upon a time" }), plain);
-    assert.deepEqual(await greedy({ prompt_string: "Once upon a time", multimodal_data: [] }), plain);
     const ids = await greedy([...once, " a time"]);
     const several = await greedy([{ prompt_string: "Once upon a time" }, "Once upon a time", { prompt_string: [...once, " a time"] }]);
     assert.deepEqual(several.texts, [plain.texts[0], plain.texts[0], ids.texts[0]]);
@@ -174,15 +173,45 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.equal(r.choices[0]!.text, plain.texts[0]);
     for (const [prompt, param, re] of [
       [{ prompt_string: "Once", multimodal_data: ["aGVsbG8="] }, "prompt.multimodal_data", /'prompt.multimodal_data' cannot be read: this server reads text only/],
+      // the key itself, as llama-server refuses it on a model without multimodal support (json_prompt.contains): an empty list too, and null
+      [{ prompt_string: "Once", multimodal_data: [] }, "prompt.multimodal_data", /this model has no multimodal support \(send the prompt_string alone, without the key\)$/],
+      [[{ prompt_string: "Once", multimodal_data: null }], "prompt[0].multimodal_data", /'prompt\[0\].multimodal_data' cannot be read/],
       [["Once", { prompt_string: "upon", multimodal_data: ["aGVsbG8="] }], "prompt[1].multimodal_data", /'prompt\[1\].multimodal_data' cannot be read/],
       [{}, "prompt.prompt_string", /'prompt.prompt_string' must be a string or a non-empty array of token ids and strings, got none/],
       [[{ prompt_string: 5 }], "prompt[0].prompt_string", /got number/],
-      [{ prompt_string: [1e6] }, "prompt.prompt_string", /token ids must be integers in \[0, 512\), got 1000000/],
+      [{ prompt_string: [1e6] }, "prompt.prompt_string", / prompt\.prompt_string\[0\] is 1000000: token ids are integers in \[0, 512\)$/],
+      [["Once", [5, "upon", -1]], "prompt[1]", / prompt\[1\]\[2\] is -1: token ids are integers in \[0, 512\)$/],
+      [["Once", []], "prompt[1]", / prompt\[1\] is an empty array/],
     ] as const) {
       const bad = await refusal(client.completions.create({ model: "stories260K", prompt: prompt as unknown as string, max_tokens: 2 }));
       assert.equal(bad.param, param, bad.message);
       assert.match(bad.message, re);
     }
+  });
+
+  test("a prompt that fills the context with no token limit: the server's own 400 naming the prompt's tokens, n_ctx and the token limit's field (it was the engine's words)", async () => {
+    // the judge: OpenAI's context_length_exceeded ("This model's maximum context length is N
+    // tokens. However, ..."), as this server's other refusal of a prompt too long words it;
+    // llama-server refuses such a prompt too (exceed_context_size_error, with n_prompt_tokens and n_ctx)
+    const engineWords = /leaves no room for a token to generate|contextSize or a shorter prompt/;
+    const full = Array.from({ length: 512 }, (_, i) => 100 + (i % 50));
+    for (const [body, name] of [[{ prompt: full }, "max_tokens"], [{ prompt: full, n_predict: -1 }, "n_predict"], [{ prompt: full, max_tokens: null }, "max_tokens"]] as const) {
+      const r = await post(`${s.url}/v1/completions`, body);
+      assert.equal(r.status, 400, JSON.stringify(r.json));
+      assert.deepEqual([r.json.error.param, r.json.error.code, r.json.error.type], ["prompt", "context_length_exceeded", "invalid_request_error"]);
+      assert.doesNotMatch(r.json.error.message, engineWords);
+      assert.equal(r.json.error.message, "This model's maximum context length is 512 tokens (n_ctx in GET /v1/models). However, your prompt resulted in 512 tokens, which leaves no room for the completion " +
+        `(with no limit set by ${name} the completion runs to the end of the context, and needs at least 1 token). Please reduce the length of the prompt, or start the server with a larger contextSize.`);
+    }
+    // one token less leaves room for one
+    const one = await post(`${s.url}/v1/completions`, { prompt: full.slice(1), temperature: 0 });
+    assert.equal(one.status, 200, JSON.stringify(one.json));
+    assert.equal(one.json.usage.completion_tokens, 1);
+    // a chat's, through the openai client: names messages
+    const chat = await refusal(client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Once upon a time ".repeat(200) }] }));
+    assert.equal(chat.param, "messages");
+    assert.equal(chat.code, "context_length_exceeded");
+    assert.match(chat.message, /^400 This model's maximum context length is 512 tokens \(n_ctx in GET \/v1\/models\)\. However, your messages resulted in \d+ tokens, more than the context holds .*Please reduce the length of the messages/);
   });
 
   test("content parts as OpenAI's client sends a conversation back: an assistant's refusal part, input_text / output_text, read as their text, as vLLM reads them", async () => {
@@ -467,12 +496,12 @@ describe("a token limit the KV cache cannot hold, on stories260K with a 48-token
       assert.doesNotMatch(message, wrong);
       assert.match(message, new RegExp(`\\+ ${name} 400\\b.*; lower ${name}, or start the server with a larger kvCacheBytes$`));
     }
-    // a prompt past the context with no token limit (the limit the server picks leaves it to the engine's check)
+    // a prompt past the context with no token limit: the server's own refusal
     const long = await post(`${s.url}/v1/completions`, { prompt: "Once upon a time ".repeat(200) });
     assert.equal(long.status, 400);
     assert.equal(long.json.error.param, "prompt");
     assert.doesNotMatch(long.json.error.message, wrong);
-    assert.match(long.json.error.message, /send a shorter prompt, or start the server with a larger contextSize$/);
+    assert.match(long.json.error.message, /^This model's maximum context length is \d+ tokens \(n_ctx in GET \/v1\/models\)\. However, your prompt resulted in \d+ tokens, more than the context holds .*Please reduce the length of the prompt, or start the server with a larger contextSize\.$/);
     // n past the sequences run at once: the library's maxSequences
     const wide = await post(`${s.url}/v1/completions`, { prompt: "Once", n: 99, max_tokens: 1 });
     assert.equal(wide.status, 400);

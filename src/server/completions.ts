@@ -3,13 +3,12 @@ import type { ServerResponse } from "node:http";
 import { ChatTemplateError, continuesReasoning } from "../chat/index.js";
 import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
 import type { GenerationRun } from "../llm.js";
-import type { Tokenizer } from "../tokenizer/index.js";
 import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
-import { messagesOf, promptEndOf, promptsOf, templateKwargsOf } from "./requests.js";
+import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
 import type { SettingNames } from "./setting-names.js";
@@ -155,20 +154,14 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     ctx.admissible(given.length, options.n ?? 1, "prompt");
     // tokenized a slice at a time: a multi-megabyte prompt must not stop /health and the other requests
     prompts = [];
-    for (const p of given) prompts.push(typeof p === "string" ? await model.tokenizer.encodeAsync(p, { addSpecialTokens: true }) : await mixedPrompt(model.tokenizer, p));
+    for (const p of given) prompts.push(await promptTokens(model.tokenizer, p));
     // a prompt of token ids is echoed as their text
     if (echo) echoed = given.map((p, i) => (typeof p === "string" ? p : model.tokenizer.decode(prompts[i]!, { skipSpecialTokens: true })));
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
   const n = options.n ?? 1;
   const context = model.contextSize;
-  for (const p of prompts) {
-    if (options.maxTokens !== undefined && p.length + options.maxTokens > context) {
-      throw new ApiError(400, `This model's maximum context length is ${context} tokens. However, you requested ${p.length + options.maxTokens} tokens ` +
-        `(${p.length} in the ${PROMPT_PARAM[kind]}, ${options.maxTokens} in the completion). Please reduce the length of the ${PROMPT_PARAM[kind]} or completion.`,
-      "invalid_request_error", PROMPT_PARAM[kind], "context_length_exceeded");
-    }
-  }
+  for (const p of prompts) checkRoom(p.length, context, options.maxTokens, PROMPT_PARAM[kind], maxTokensParam(body), ctx.settings);
   if (options.maxTokens === undefined) {
     // as vLLM (max_model_len less the prompt) and llama-server (n_predict -1): up to the end of the
     // context, which each of the n choices has to itself; bounded by what the KV cache holds for the
@@ -183,6 +176,27 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body),
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/**
+ * A 400 in the server's words (OpenAI's context_length_exceeded, naming the request's fields and
+ * the operator's setting) for a prompt that leaves its completion no room in the context: its
+ * tokens and the token limit past the context, or, with no token limit (the reply runs to the end
+ * of the context), a prompt that fills the context (the engine's own refusal spoke of its
+ * options, not the request's)
+ */
+function checkRoom(promptTokens: number, context: number, maxTokens: number | undefined, param: string, maxTokensName: string, settings: SettingNames): void {
+  if (maxTokens !== undefined && promptTokens + maxTokens > context) {
+    throw new ApiError(400, `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens ` +
+      `(${promptTokens} in the ${param}, ${maxTokens} in the completion). Please reduce the length of the ${param} or completion.`,
+    "invalid_request_error", param, "context_length_exceeded");
+  }
+  if (maxTokens === undefined && promptTokens >= context) {
+    throw new ApiError(400, `This model's maximum context length is ${context} tokens (n_ctx in GET /v1/models). However, your ${param} resulted in ${promptTokens} tokens, ` +
+      `${promptTokens > context ? "more than the context holds" : "which leaves no room for the completion"} (with no limit set by ${maxTokensName} the completion runs to the end of the context, and needs at least 1 token). ` +
+      `Please reduce the length of the ${param}, or start the server with a larger ${settings.contextSize}.`,
+    "invalid_request_error", param, "context_length_exceeded");
+  }
 }
 
 /**
@@ -202,19 +216,6 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
   const tokens = nMax ?? draft.tokens;
   if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
-}
-
-/**
- * A prompt of token ids, with llama-server's texts among them (tokenize_mixed): each text
- * tokenized in its place, with the model's special tokens (BOS) only where a text opens the list
- */
-async function mixedPrompt(tokenizer: Tokenizer, parts: readonly (number | string)[]): Promise<number[]> {
-  const out: number[] = [];
-  for (const [i, p] of parts.entries()) {
-    if (typeof p === "number") out.push(p);
-    else out.push(...(await tokenizer.encodeAsync(p, { addSpecialTokens: i === 0 })));
-  }
-  return out;
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */

@@ -3,6 +3,7 @@ import { tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingInput, type 
 import type { Tokenizer } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import { ApiError, invalid } from "./errors.js";
+import { promptsIn, promptTokens } from "./requests.js";
 import { sendJson } from "./http.js";
 import { optBoolean, optNumber, optString, type Body } from "./params.js";
 
@@ -43,7 +44,7 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   const name = optString(body, "model");
   if (name !== undefined && !modelNames.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${modelId}'`, "invalid_request_error", "model", "model_not_found");
   const param = api === "llama" && body.input === undefined ? "content" : "input";
-  const inputs = inputsOf(body[param], param, model.tokenizer, model.info.vocabSize);
+  const { inputs, where } = await inputsOf(body[param], param, model.tokenizer, model.info.vocabSize);
   const format = optString(body, "encoding_format") ?? "float";
   if (format !== "float" && format !== "base64") throw invalid("encoding_format", `'encoding_format' must be "float" or "base64", got ${JSON.stringify(format)}`);
   const dimensions = optNumber(body, "dimensions", { integer: true, min: 1, max: model.dimensions });
@@ -63,7 +64,7 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   }
   tokens.forEach((ids, i) => {
     if (ids.length > model.maxTokens && !truncate) {
-      throw invalid(param, `${inputs.length === 1 ? `'${param}'` : `${param}[${i}]`} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (n_ctx_train in GET /v1/models): ` +
+      throw invalid(where[i]!, `${where[i] === param ? `'${param}'` : where[i]} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (n_ctx_train in GET /v1/models): ` +
         `shorten it, or send "truncate": true to embed its first ${model.maxTokens} tokens as sentence-transformers does`, "context_length_exceeded");
     }
   });
@@ -107,30 +108,27 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
 }
 
 /**
- * The request's inputs, each checked: a string, a list of strings, a list of token ids, or a
- * list of such lists (OpenAI's four forms; llama-server also takes strings and id lists mixed).
- * An empty input is refused, as OpenAI documents ("cannot be an empty string").
+ * The request's inputs, each checked as a completion's prompts are (promptsIn: OpenAI's four
+ * forms, and llama-server's mixed lists of ids and strings and its {prompt_string} objects, which
+ * its /v1/embeddings reads as its completions do), then as an embedding needs: no empty string (as
+ * OpenAI documents: "cannot be an empty string"), no padding id, at most MAX_INPUTS. A mixed list
+ * is tokenized here as llama-server tokenizes it; each input named by the field it lies in.
  */
-function inputsOf(value: unknown, param: string, tokenizer: Tokenizer, vocabSize: number): EmbeddingInput[] {
-  const expected = `'${param}' must be a non-empty string, a non-empty array of non-empty strings, an array of token ids, or an array of arrays of token ids`;
-  if (value === undefined || value === null) throw invalid(param, expected, "missing_required_parameter");
-  const list: unknown[] = typeof value === "string" ? [value] : Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === "number") ? [value] : Array.isArray(value) ? value : [];
-  if (list.length === 0) throw invalid(param, `${expected}, got ${Array.isArray(value) ? "an empty array" : typeof value}`);
-  if (list.length > MAX_INPUTS) throw invalid(param, `at most ${MAX_INPUTS} inputs per request, got ${list.length}`);
-  // one input given bare is named by the parameter, one of a list by its index
-  const single = list[0] === value;
-  list.forEach((x, i) => {
-    const path = single ? param : `${param}[${i}]`, where = single ? `'${param}'` : path;
-    if (typeof x === "string") {
-      if (x === "") throw invalid(param, `${where} is an empty string: every input must hold at least one character`);
-      return;
+async function inputsOf(value: unknown, param: string, tokenizer: Tokenizer, vocabSize: number): Promise<{ inputs: EmbeddingInput[]; where: string[] }> {
+  const given = promptsIn(value, param, vocabSize);
+  if (given.length > MAX_INPUTS) throw invalid(param, `at most ${MAX_INPUTS} inputs per request, got ${given.length}`);
+  const inputs: EmbeddingInput[] = [];
+  for (const { prompt, where } of given) {
+    if (prompt === "") throw invalid(where, `${where === param ? `'${param}'` : where} is an empty string: every input must hold at least one character`);
+    if (typeof prompt !== "string") {
+      prompt.forEach((t, i) => {
+        const bad = typeof t === "number" ? tokenIdsProblem([t], tokenizer, vocabSize) : undefined;
+        if (bad) throw invalid(where, `${where}[${i}] ${bad.problem}`);
+      });
     }
-    if (!Array.isArray(x)) throw invalid(param, `${where} must be a string or an array of token ids, got ${x === null ? "null" : typeof x}`);
-    if (x.length === 0) throw invalid(param, `${where} is an empty array: token ids must hold at least one token`);
-    const bad = tokenIdsProblem(x, tokenizer, vocabSize);
-    if (bad) throw invalid(param, `${path}[${bad.at}] ${bad.problem}`);
-  });
-  return list as EmbeddingInput[];
+    inputs.push(typeof prompt === "string" || prompt.every((t) => typeof t === "number") ? (prompt as EmbeddingInput) : await promptTokens(tokenizer, prompt));
+  }
+  return { inputs, where: given.map((g) => g.where) };
 }
 
 /**

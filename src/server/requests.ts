@@ -1,4 +1,5 @@
 import type { ChatMessage, EncodeChatOptions } from "../chat/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
 import { invalid, paramPath } from "./errors.js";
 import { MAX_JSON_DEPTH, nestedTooDeep, nestsPast } from "./http.js";
 import { optBoolean, type Body } from "./params.js";
@@ -112,55 +113,93 @@ function contentOf(content: unknown, where: string, role: string): string {
  */
 export type PromptInput = string | (number | string)[];
 
-/**
- * `prompt` of a text completion: a string, strings, token ids, or arrays of token ids (OpenAI's
- * four forms), and llama-server's other ones: token ids and strings in one list are one prompt,
- * a prompt may be an object {prompt_string} (alone, or in a list), and a list of prompts may hold
- * strings, id lists, mixed lists and such objects side by side (its tokenize_input_prompts: a list
- * holding an id at its top level is one prompt)
- */
+/** one prompt of a request and the field that holds it (`prompt`, `input[2]`, `prompt[1].prompt_string`), which a fault found in it later names */
+export interface GivenPrompt {
+  readonly prompt: PromptInput;
+  readonly where: string;
+}
+
+/** `prompt` of a text completion, checked by promptsIn */
 export function promptsOf(body: Body, vocabSize: number): PromptInput[] {
-  const v = body.prompt;
-  const bad = () => invalid("prompt", "'prompt' must be a string, an array of strings, an array of token ids or an array of arrays of token ids (llama-server's lists of token ids and strings mixed, and its {\"prompt_string\": ...} objects, too)", v === undefined ? "missing_required_parameter" : "invalid_type");
-  if (typeof v === "string") return [v];
-  if (isObject(v)) return [promptObject(v, "prompt", vocabSize)];
-  if (!Array.isArray(v) || v.length === 0) throw bad();
+  return promptsIn(body.prompt, "prompt", vocabSize).map((p) => p.prompt);
+}
+
+/**
+ * The prompts a request gives in its field `param` (a completion's `prompt`, an embedding's
+ * `input` or `content`), read as llama-server's tokenize_input_prompts reads them for every route:
+ * a string, strings, token ids, or arrays of token ids (OpenAI's four forms), token ids and
+ * strings in one list as one prompt, an object {prompt_string} (alone, or in a list), and a list
+ * of prompts holding strings, id lists, mixed lists and such objects side by side (a list holding
+ * an id at its top level is one prompt). A fault is a 400 naming the field it lies in.
+ */
+export function promptsIn(v: unknown, param: string, vocabSize: number): GivenPrompt[] {
+  if (typeof v === "string") return [{ prompt: v, where: param }];
+  if (isObject(v)) return [promptObject(v, param, vocabSize)];
+  const forms = "a string, an array of strings, an array of token ids or an array of arrays of token ids (llama-server's lists of token ids and strings mixed, and its {\"prompt_string\": ...} objects, too)";
+  if (!Array.isArray(v) || v.length === 0) throw invalid(param, `'${param}' must be ${forms}, got ${kindOf(v)}`, v === undefined ? "missing_required_parameter" : "invalid_type");
   // (a list of strings alone is several prompts; one with an id among them is one prompt)
-  if (v.some((p) => typeof p === "number")) return [idsAndTexts(v, "prompt", vocabSize)];
-  return v.map((p: unknown, i): PromptInput => {
-    if (typeof p === "string") return p;
-    if (isObject(p)) return promptObject(p, `prompt[${i}]`, vocabSize);
-    if (Array.isArray(p) && p.length > 0 && p.some((t) => typeof t === "number")) return idsAndTexts(p, "prompt", vocabSize);
-    throw bad();
+  if (v.some((p) => typeof p === "number")) return [{ prompt: idsAndTexts(v, param, vocabSize), where: param }];
+  return v.map((p: unknown, i): GivenPrompt => {
+    const where = `${param}[${i}]`;
+    if (typeof p === "string") return { prompt: p, where };
+    if (isObject(p)) return promptObject(p, where, vocabSize);
+    if (Array.isArray(p) && p.length === 0) throw invalid(where, `${where} is an empty array: token ids must hold at least one token`);
+    if (Array.isArray(p) && p.some((t) => typeof t === "number")) return { prompt: idsAndTexts(p, where, vocabSize), where };
+    throw invalid(where, `'${where}' must be a string, an array of token ids (strings may stand among them) or a {"prompt_string": ...} object, got ${kindOf(p)}`, "invalid_type");
   });
+}
+
+/** what a JSON value is, for a message saying what was expected instead */
+function kindOf(v: unknown): string {
+  if (v === undefined) return "none";
+  if (v === null) return "null";
+  if (Array.isArray(v)) return v.length === 0 ? "an empty array" : "an array holding other values";
+  return typeof v === "object" ? "an object" : typeof v;
 }
 
 function isObject(v: unknown): v is Body {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** a list of token ids and texts as one prompt, each id in the vocabulary */
+/** a list of token ids and texts as one prompt, each id in the vocabulary (a fault named by its index: `prompt[3]`) */
 function idsAndTexts(a: readonly unknown[], where: string, vocabSize: number): (number | string)[] {
-  for (const t of a) if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `'${where}' token ids must be integers in [0, ${vocabSize}), got ${JSON.stringify(t)}`);
+  a.forEach((t, i) => {
+    if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `${where}[${i}] is ${JSON.stringify(t) ?? String(t)}: token ids are integers in [0, ${vocabSize})`);
+  });
   return a as (number | string)[];
 }
 
 /**
  * llama-server's prompt object: its `prompt_string`, a string or a list of token ids and strings
- * (which llama-server reads as tokenize_mixed does: one prompt). Its `multimodal_data` (base64
- * images or audio beside the text) is refused: this server reads text only, and a prompt read
- * without them would be answered as if they had not been sent (an empty list holds nothing, and
- * is taken)
+ * (which llama-server reads as tokenize_mixed does: one prompt). A `multimodal_data` key is
+ * refused whatever it holds, an empty list too, as llama-server refuses the key on a model without
+ * a multimodal projector: this server reads text only, and a prompt read without its images would
+ * be answered as if they had not been sent
  */
-function promptObject(o: Body, where: string, vocabSize: number): PromptInput {
-  const media = o["multimodal_data"];
-  if (media !== undefined && media !== null && !(Array.isArray(media) && media.length === 0)) {
-    throw invalid(`${where}.multimodal_data`, `'${where}.multimodal_data' cannot be read: this server reads text only (send the prompt_string alone)`);
+function promptObject(o: Body, where: string, vocabSize: number): GivenPrompt {
+  if (Object.hasOwn(o, "multimodal_data")) {
+    throw invalid(`${where}.multimodal_data`, `'${where}.multimodal_data' cannot be read: this server reads text only, and this model has no multimodal support (send the prompt_string alone, without the key)`);
   }
-  const text = o["prompt_string"];
-  if (typeof text === "string") return text;
-  if (Array.isArray(text) && text.length > 0 && text.every((t) => typeof t === "string" || typeof t === "number")) return idsAndTexts(text, `${where}.prompt_string`, vocabSize);
-  throw invalid(`${where}.prompt_string`, `'${where}.prompt_string' must be a string or a non-empty array of token ids and strings, got ${text === undefined ? "none" : Array.isArray(text) ? (text.length === 0 ? "an empty array" : "an array holding other values") : text === null ? "null" : typeof text}`, text === undefined ? "missing_required_parameter" : "invalid_type");
+  const text = o["prompt_string"], at = `${where}.prompt_string`;
+  if (typeof text === "string") return { prompt: text, where: at };
+  if (Array.isArray(text) && text.length > 0 && text.every((t) => typeof t === "string" || typeof t === "number")) return { prompt: idsAndTexts(text, at, vocabSize), where: at };
+  throw invalid(at, `'${at}' must be a string or a non-empty array of token ids and strings, got ${kindOf(text)}`, text === undefined ? "missing_required_parameter" : "invalid_type");
+}
+
+/**
+ * A prompt's tokens, as llama-server's tokenize_mixed reads a list of ids and texts: the ids as
+ * given, each text tokenized in its place, with the special tokens (BOS) for a text that begins
+ * the list only. Tokenized a slice at a time: a multi-megabyte prompt must not stop /health and
+ * the other requests.
+ */
+export async function promptTokens(tokenizer: Tokenizer, prompt: PromptInput): Promise<number[]> {
+  if (typeof prompt === "string") return tokenizer.encodeAsync(prompt, { addSpecialTokens: true });
+  const out: number[] = [];
+  for (const [i, p] of prompt.entries()) {
+    if (typeof p === "number") out.push(p);
+    else out.push(...(await tokenizer.encodeAsync(p, { addSpecialTokens: i === 0 })));
+  }
+  return out;
 }
 
 /** template variables a request sets by its own parameters, which chat_template_kwargs may not replace */
