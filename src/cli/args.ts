@@ -220,6 +220,9 @@ export function requireString(values: ParsedValues, name: string): string {
  * working folder, so it is refused, naming the option, rather than guessed at.
  */
 export function outputPath(path: string, what: string, platform: NodeJS.Platform = process.platform): string {
+  // llama-quantize (and llama.cpp's converter) take "-" as a file name and write a file called "-";
+  // read as stdout it would mix a binary GGUF with the command's own lines: refused, with the ways to say either
+  if (path === "-") throw new UsageError(`${what} -: "-" is not stdout here (llama-quantize would write a file named "-"); give a file name (${platform === "win32" ? "" : "/dev/stdout to write the GGUF to stdout, "}./- for a file named "-")`);
   if (platform !== "win32" && path.includes("\\")) throw new UsageError(`${what} ${path}: contains a backslash, which is not a folder separator on this system (only / is); write the path with /`);
   return path;
 }

@@ -69,14 +69,22 @@ export async function writeOutputFile(path: string, write: (fh: FileHandle) => P
   }
 }
 
-/** `path` resolved through its symlinks when it exists, and whether that is a regular file */
+/**
+ * `path` resolved through its symlinks when it exists, and whether that is a regular file. Asked
+ * of stat first, and only a file resolved: /dev/stdout on a pipe leads through /proc/self/fd/1 to
+ * "pipe:[N]", which realpath names as a path that is not there (Node's throws, the system's gives
+ * /proc/PID/fd/pipe:[N]); taken for "nothing there", it had a temporary file renamed over
+ * /dev/stdout itself (as root), and the GGUF never reached the pipe. Anything but a file is
+ * opened through `path`, which the system follows to the pipe.
+ */
 function existingTarget(path: string): { path: string; isFile: boolean } | undefined {
+  let isFile: boolean;
   try {
-    const real = realpathSync(path);
-    return { path: real, isFile: statSync(real).isFile() };
+    isFile = statSync(path).isFile();
   } catch {
     return undefined; // nothing there yet (or a dangling link, which the rename replaces as before)
   }
+  return { path: isFile ? realpathSync(path) : path, isFile };
 }
 
 /** writes straight into a device or FIFO (`path` as the user gave it, `target` where it leads) */
@@ -121,6 +129,8 @@ function outputError(path: string, code: string | undefined, cause?: unknown, fo
     : code === "EDQUOT" ? `the disk quota for ${folder} is used up (EDQUOT); nothing was left there`
     : code === "EFBIG" ? "the file grew larger than this process or file system allows (EFBIG); nothing was left there"
     : code === "EIO" ? `an I/O error on the device of ${folder} (EIO); nothing was left there`
+    // /dev/stdout when stdout is a socket (a process another program started): no name opens one
+    : code === "ENXIO" ? "it leads to a socket or a device with nothing behind it (ENXIO), which cannot be opened by name; give a file"
     : undefined;
   return new Error(`${path}: cannot write the output: ${why ?? (cause as Error).message}`, { cause });
 }

@@ -1,0 +1,80 @@
+// The command line driven as a user of llama.cpp's tools drives it: output paths such as "-",
+// /dev/stdout on a pipe, and the bad values, missing files and conflicting flags each command
+// must answer with one line naming the flag, a nonzero status and no damaged file. Each run
+// spawns the real CLI; llama-quantize's handling of its OUT (tools/quantize/quantize.cpp: any
+// argument not starting with "--" is a file name, opened as given) is the judge for "-".
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, test } from "node:test";
+import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+const MODEL = "models/stories260K.gguf";
+const skip = skipWithoutShared(MODEL);
+const dir = mkdtempSync(join(tmpdir(), "tsllm-cli-rough-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+/** tsx and the CLI by absolute location, so that a run's working folder can be a test's own */
+const CLI_ARGS = ["--import", import.meta.resolve("tsx"), resolve(PROJECT_ROOT, "src/cli/main.ts")];
+
+function tsllm(args: string[], options: { cwd?: string; input?: string } = {}) {
+  const r = spawnSync(process.execPath, [...CLI_ARGS, ...args], { cwd: options.cwd ?? PROJECT_ROOT, encoding: "utf8", input: options.input ?? "" });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+test("quantize OUT - and convert --out / --outfile -: one line saying \"-\" is no stdout here, exit 2, no file named \"-\" (llama-quantize would write one)", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "dash-"));
+  const input = join(sub, "in.gguf");
+  copyFileSync(sharedFile(MODEL)!, input);
+  const before = readFileSync(input);
+  const hint = `give a file name (${process.platform === "win32" ? "" : "/dev/stdout to write the GGUF to stdout, "}./- for a file named "-")`;
+  for (const [args, what] of [
+    [["quantize", input, "-", "q8_0"], "OUT"],
+    [["quantize", input, "-", "--type", "q8_0"], "OUT"],
+    [["convert", "--model", sub, "--out", "-"], "--out"],
+    [["convert", "--model", sub, "--outfile", "-"], "--outfile"],
+  ] as const) {
+    const r = tsllm([...args], { cwd: sub });
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stderr, `tsllm: error: ${what} -: "-" is not stdout here (llama-quantize would write a file named "-"); ${hint}\n`);
+    assert.equal(r.stdout, "");
+  }
+  assert.deepEqual(readdirSync(sub), ["in.gguf"], "nothing was written");
+  assert.ok(readFileSync(input).equals(before));
+  // ./- is a file of that name, for whoever wants one
+  const dotted = tsllm(["quantize", input, "./-", "q8_0"], { cwd: sub });
+  assert.equal(dotted.code, 0, dotted.stderr);
+  assert.deepEqual(readdirSync(sub).sort(), ["-", "in.gguf"]);
+});
+
+// /dev/stdout is a link to /proc/self/fd/1, which on a pipe leads to "pipe:[N]": there, but with
+// no path realpath can give. A link of the test's own stands for /dev/stdout (the same two hops),
+// so that a regression replaces that link, not the system's /dev/stdout (it did, as root).
+test("quantize OUT /dev/stdout with stdout a pipe: the pipe gets the GGUF's bytes; the link is not replaced by a file; on a socket, one line", { skip: skip || !existsSync("/proc/self/fd/1") }, async () => {
+  const sub = mkdtempSync(join(dir, "stdout-"));
+  const reference = join(sub, "ref.gguf");
+  assert.equal(tsllm(["quantize", sharedFile(MODEL)!, reference, "q8_0"]).code, 0);
+  const stdout = join(sub, "stdout");
+  symlinkSync("/proc/self/fd/1", stdout);
+  const args = [...CLI_ARGS, "quantize", sharedFile(MODEL)!, stdout, "q8_0"];
+  // a shell's pipe (Node's own stdio pipes are sockets): tsllm | cat, cat's output read here
+  const child = spawn("sh", ["-c", '"$@" | cat', "sh", process.execPath, ...args], { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const chunks: Buffer[] = [];
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => chunks.push(d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const code = await new Promise<number | null>((done) => child.on("close", done));
+  assert.equal(code, 0, stderr);
+  assert.match(stderr, new RegExp(`^wrote ${stdout}: 48 tensors`, "m"), stderr);
+  assert.ok(lstatSync(stdout).isSymbolicLink(), "the link is still a link");
+  const got = Buffer.concat(chunks);
+  assert.ok(got.equals(readFileSync(reference)), `the pipe got the GGUF (${got.length} bytes, expected ${readFileSync(reference).length})`);
+  assert.deepEqual(readdirSync(sub).sort(), ["ref.gguf", "stdout"], "no temporary file left");
+  // stdout a socket (a process Node or a service manager started): no name opens it; one line, exit 1
+  const onSocket = spawnSync(process.execPath, args, { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"], encoding: "utf8" });
+  assert.equal(onSocket.status, 1, onSocket.stderr);
+  assert.equal(onSocket.stderr, `tsllm: error: ${stdout}: cannot write the output: it leads to a socket or a device with nothing behind it (ENXIO), which cannot be opened by name; give a file\n`);
+  assert.ok(lstatSync(stdout).isSymbolicLink(), "the link is still a link");
+  assert.deepEqual(readdirSync(sub).sort(), ["ref.gguf", "stdout"]);
+});
