@@ -214,6 +214,35 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.match(chat.message, /^400 This model's maximum context length is 512 tokens \(n_ctx in GET \/v1\/models\)\. However, your messages resulted in \d+ tokens, more than the context holds .*Please reduce the length of the messages/);
   });
 
+  test("llama-server's samplers this server lacks (mirostat, DRY, XTC, dynamic temperature, top-n-sigma) and OpenAI's audio / web search outputs: a 400 naming the field when asked for, taken when off (they were ignored, the reply made without them)", async () => {
+    // the judge: llama-server's params_from_json_cmpl reads each of these (0 = disabled, top_n_sigma
+    // at or below 0 off; llama.cpp's web UI sends them all, off); OpenAI's modalities ["text", "audio"]
+    // asks for a spoken reply, web_search_options for a search model
+    const greedy = { model: "stories260K", prompt: "Once upon a time", max_tokens: 5, temperature: 0 };
+    const plain = await client.completions.create(greedy);
+    const off = { mirostat: 0, dry_multiplier: 0, xtc_probability: 0, dynatemp_range: 0, top_n_sigma: -1, mirostat_tau: 5, dry_base: 1.75, xtc_threshold: 0.1 };
+    const same = await client.completions.create({ ...greedy, ...off } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(same.choices[0]!.text, plain.choices[0]!.text);
+    const text = await client.chat.completions.create({ ...base, max_tokens: 2, modalities: ["text"] });
+    assert.equal(text.choices[0]!.finish_reason, "length");
+    for (const [extra, param, re] of [
+      [{ mirostat: 2 }, "mirostat", /^400 'mirostat' 2 asks for a sampler this server does not implement: leave it out, or send 0 \(off\)$/],
+      [{ dry_multiplier: 0.8 }, "dry_multiplier", /'dry_multiplier' 0\.8 asks for a sampler/],
+      [{ xtc_probability: 0.5 }, "xtc_probability", /'xtc_probability' 0\.5/],
+      [{ dynatemp_range: 0.5 }, "dynatemp_range", /'dynatemp_range' 0\.5/],
+      [{ top_n_sigma: 1 }, "top_n_sigma", /send -1 \(or any value at or below 0\) \(off\)$/],
+      [{ modalities: ["text", "audio"] }, "modalities", /'modalities' may hold only "text": this server answers text, not "audio"$/],
+      [{ web_search_options: {} }, "web_search_options", /'web_search_options' is not supported by this server$/],
+    ] as const) {
+      const r = await refusal(client.chat.completions.create({ ...base, max_tokens: 2, ...extra } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming));
+      assert.equal(r.param, param, r.message);
+      assert.equal(r.code, "unsupported_parameter");
+      assert.match(r.message, re);
+    }
+    const typed = await post(`${s.url}/v1/completions`, { prompt: "Once", mirostat: "2" });
+    assert.deepEqual([typed.status, typed.json.error.param, typed.json.error.code], [400, "mirostat", "invalid_type"]);
+  });
+
   test("content parts as OpenAI's client sends a conversation back: an assistant's refusal part, input_text / output_text, read as their text, as vLLM reads them", async () => {
     // the judge: OpenAI's reference (an assistant message's content: text or refusal parts) and
     // vLLM's content-part parser (text, input_text, output_text and refusal are text); the prompt

@@ -87,7 +87,42 @@ function logitBiasOf(body: Body, vocabSize: number, encodeText: BiasTextEncoder 
   return out;
 }
 
-const UNSUPPORTED = ["functions", "audio", "prediction"] as const;
+const UNSUPPORTED = ["functions", "audio", "prediction", "web_search_options"] as const;
+
+/**
+ * llama-server's samplers this server does not implement, and the value that turns each off (its
+ * defaults, which clients such as llama.cpp's web UI send with every request): a request turning
+ * one on is refused, where it was answered as if the sampler had not been asked for (llama-server
+ * reads them in params_from_json_cmpl: 0 = disabled for dry_multiplier, xtc_probability and
+ * dynatemp_range, mirostat 0 off, top_n_sigma at or below 0 off)
+ */
+const UNIMPLEMENTED_SAMPLERS: readonly { readonly name: string; readonly off: (v: number) => boolean; readonly offIs: string }[] = [
+  { name: "mirostat", off: (v) => v === 0, offIs: "0" },
+  { name: "dry_multiplier", off: (v) => v === 0, offIs: "0" },
+  { name: "xtc_probability", off: (v) => v === 0, offIs: "0" },
+  { name: "dynatemp_range", off: (v) => v === 0, offIs: "0" },
+  { name: "top_n_sigma", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)" },
+];
+
+/** a request asking for a sampler or an output this server does not have: a 400 naming the field, not an answer made without it */
+function refuseUnsupported(body: Body): void {
+  for (const name of UNSUPPORTED) {
+    const v = body[name];
+    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) {
+      throw invalid(name, `'${name}' is not supported by this server`, "unsupported_parameter");
+    }
+  }
+  for (const { name, off, offIs } of UNIMPLEMENTED_SAMPLERS) {
+    const v = optNumber(body, name);
+    if (v !== undefined && !off(v)) throw invalid(name, `'${name}' ${v} asks for a sampler this server does not implement: leave it out, or send ${offIs} (off)`, "unsupported_parameter");
+  }
+  // OpenAI's output modalities: text is what every reply is made of; "audio" asks for a spoken one
+  const modalities = body["modalities"];
+  if (modalities === undefined || modalities === null) return;
+  if (!Array.isArray(modalities) || modalities.some((m) => typeof m !== "string")) throw invalid("modalities", `'modalities' must be an array of strings, got ${describe(modalities)}`, "invalid_type");
+  const other = modalities.find((m) => m !== "text");
+  if (other !== undefined) throw invalid("modalities", `'modalities' may hold only "text": this server answers text, not ${describe(other)}`, "unsupported_parameter");
+}
 
 /** `metadata`, as OpenAI's reference defines it: up to 16 pairs, keys of up to 64 characters, string values of up to 512 */
 function metadataOf(body: Body): void {
@@ -209,12 +244,7 @@ export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
  * logit_bias tokens given as text (without it, only ids are taken).
  */
 export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
-  for (const name of UNSUPPORTED) {
-    const v = body[name];
-    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) {
-      throw invalid(name, `'${name}' is not supported by this server`, "unsupported_parameter");
-    }
-  }
+  refuseUnsupported(body);
   optString(body, "user");
   // (fields OpenAI stores the completion with: nothing is stored here, but a malformed one is the request's 400, as OpenAI's)
   optBoolean(body, "store");
