@@ -243,6 +243,30 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.deepEqual([typed.status, typed.json.error.param, typed.json.error.code], [400, "mirostat", "invalid_type"]);
   });
 
+  test("POST /tokenize takes llama-server's mixed content (token ids and texts in one list): the ids kept, each text tokenized in its place, BOS only where a text opens the list", async () => {
+    // the judge: llama-server's handle_tokenize reads content with tokenize_mixed (add_special for
+    // a first element that is a text only; parse_special for every text); it was a 400 here
+    const tok = s.model.tokenizer;
+    const bos = tok.encode("Once", { addSpecialTokens: true })[0]!;
+    const plain = (text: string) => tok.encode(text, { addSpecialTokens: false });
+    const ask = async (body: unknown) => {
+      const r = await post(`${s.url}/tokenize`, body);
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return r.json.tokens;
+    };
+    assert.deepEqual(await ask({ content: [5, "Once upon"], add_special: true }), [5, ...plain("Once upon")]);
+    assert.deepEqual(await ask({ content: ["Once", 42, " upon"], add_special: true }), [bos, ...plain("Once"), 42, ...plain(" upon")]);
+    assert.deepEqual(await ask({ content: ["Once", 42] }), [...plain("Once"), 42]);
+    assert.deepEqual(await ask({ content: [7, 8] }), [7, 8]);
+    assert.deepEqual((await ask({ content: [42, "Once"], with_pieces: true })).map((p: { id: number }) => p.id), [42, ...plain("Once")]);
+    for (const [content, code, re] of [[[5, 1e6], "invalid_value", /^content\[1\] is 1000000: token ids are integers in \[0, 512\)$/], [{ a: 1 }, "invalid_type", /^'content' must be a string, or a list of token ids and strings/], [[["x"]], "invalid_type", /'content' must be/]] as const) {
+      const r = await post(`${s.url}/tokenize`, { content });
+      assert.equal(r.status, 400, JSON.stringify(content));
+      assert.deepEqual([r.json.error.param, r.json.error.code], ["content", code]);
+      assert.match(r.json.error.message, re);
+    }
+  });
+
   test("content parts as OpenAI's client sends a conversation back: an assistant's refusal part, input_text / output_text, read as their text, as vLLM reads them", async () => {
     // the judge: OpenAI's reference (an assistant message's content: text or refusal parts) and
     // vLLM's content-part parser (text, input_text, output_text and refusal are text); the prompt

@@ -162,7 +162,7 @@ function isObject(v: unknown): v is Body {
 }
 
 /** a list of token ids and texts as one prompt, each id in the vocabulary (a fault named by its index: `prompt[3]`) */
-function idsAndTexts(a: readonly unknown[], where: string, vocabSize: number): (number | string)[] {
+export function idsAndTexts(a: readonly unknown[], where: string, vocabSize: number): (number | string)[] {
   a.forEach((t, i) => {
     if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `${where}[${i}] is ${JSON.stringify(t) ?? String(t)}: token ids are integers in [0, ${vocabSize})`);
   });
@@ -188,16 +188,17 @@ function promptObject(o: Body, where: string, vocabSize: number): GivenPrompt {
 
 /**
  * A prompt's tokens, as llama-server's tokenize_mixed reads a list of ids and texts: the ids as
- * given, each text tokenized in its place, with the special tokens (BOS) for a text that begins
- * the list only. Tokenized a slice at a time: a multi-megabyte prompt must not stop /health and
+ * given, each text tokenized in its place, with the special tokens (BOS; `how.addSpecial`, a
+ * prompt's default) for a text that begins the list only. Tokenized a slice at a time: a multi-megabyte prompt must not stop /health and
  * the other requests.
  */
-export async function promptTokens(tokenizer: Tokenizer, prompt: PromptInput): Promise<number[]> {
-  if (typeof prompt === "string") return tokenizer.encodeAsync(prompt, { addSpecialTokens: true });
+export async function promptTokens(tokenizer: Tokenizer, prompt: PromptInput, how: { addSpecial: boolean; parseSpecial?: boolean } = { addSpecial: true }): Promise<number[]> {
+  const options = (addSpecialTokens: boolean) => ({ addSpecialTokens, ...(how.parseSpecial === undefined ? {} : { parseSpecial: how.parseSpecial }) });
+  if (typeof prompt === "string") return tokenizer.encodeAsync(prompt, options(how.addSpecial));
   const out: number[] = [];
   for (const [i, p] of prompt.entries()) {
     if (typeof p === "number") out.push(p);
-    else out.push(...(await tokenizer.encodeAsync(p, { addSpecialTokens: i === 0 })));
+    else out.push(...(await tokenizer.encodeAsync(p, options(how.addSpecial && i === 0))));
   }
   return out;
 }

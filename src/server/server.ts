@@ -17,8 +17,8 @@ import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, BodyBudget, BodyCutOff, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
-import { optBoolean, optString, type Body } from "./params.js";
-import { templateKwargsProblem } from "./requests.js";
+import { optBoolean, type Body } from "./params.js";
+import { idsAndTexts, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
 import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
 
@@ -683,9 +683,7 @@ export class OpenAIServer {
   /** llama-server's /tokenize: {content, add_special?, with_pieces?} -> {tokens} */
   private async tokenize(body: Body, res: ServerResponse): Promise<void> {
     const tokenizer = this.embedder?.tokenizer ?? this.ready().model.tokenizer;
-    const content = optString(body, "content");
-    if (content === undefined) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
-    const ids = await tokenizer.encodeAsync(content, { addSpecialTokens: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
+    const ids = await promptTokens(tokenizer, this.tokenizeContent(body), { addSpecial: optBoolean(body, "add_special") ?? false, parseSpecial: optBoolean(body, "parse_special") ?? true });
     // a piece is the token's own text (a word's leading space kept), or its bytes where they are part of a character, as llama-server answers
     const piece = (id: number): string | number[] => {
       const bytes = tokenizer.tokenBytes(id);
@@ -698,6 +696,19 @@ export class OpenAIServer {
     // awaited, as every answer is: a shutdown waits for the requests being handled, and an answer
     // still being written when its handler returned was cut off by it (a long /tokenize, mid-JSON)
     await this.reply(res, 200, { tokens: optBoolean(body, "with_pieces") ? ids.map((id) => ({ id, piece: piece(id) })) : ids });
+  }
+
+  /**
+   * /tokenize's `content`: a text, or as llama-server's (tokenize_mixed) token ids and texts in one
+   * list, the ids kept and each text tokenized in its place (refused, a client's mixed prompt could
+   * not be counted here as llama-server counts it)
+   */
+  private tokenizeContent(body: Body): PromptInput {
+    const content = body.content;
+    if (content === undefined || content === null) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
+    if (typeof content === "string") return content;
+    if (Array.isArray(content) && content.every((t) => typeof t === "string" || typeof t === "number")) return idsAndTexts(content, "content", this.embedder?.info.vocabSize ?? this.ready().model.info.vocabSize);
+    throw invalid("content", `'content' must be a string, or a list of token ids and strings (llama-server's mixed form), got ${JSON.stringify(content).slice(0, 40)}`, "invalid_type");
   }
 
   /**
