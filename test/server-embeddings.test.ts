@@ -6,7 +6,7 @@ import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import { loadEmbeddingModel, startServer, type EmbeddingModel } from "../src/index.js";
 import type { OpenAIServer } from "../src/server/index.js";
-import { post, spawnServe } from "./helpers/serve.js";
+import { post, serveStories, skipStories, spawnServe } from "./helpers/serve.js";
 import { SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /* POST /v1/embeddings on a sentence-transformers model, through the openai client and raw HTTP. */
@@ -263,6 +263,20 @@ test("tsllm serve --model on an embedding folder answers /v1/embeddings; --auto-
   } finally {
     s.child.kill("SIGTERM");
     assert.equal(await s.exited, 0);
+  }
+});
+
+test("on a generative model, an input past the context names the field of GET /v1/models that shows the limit: n_ctx (it named n_ctx_train, the larger training context)", { skip: skipStories }, async () => {
+  const s = await serveStories({ contextSize: 128 });
+  try {
+    const meta = ((await (await fetch(`${s.url}/v1/models`)).json()) as { data: { meta: { n_ctx: number; n_ctx_train: number } }[] }).data[0]!.meta;
+    assert.ok(meta.n_ctx_train > meta.n_ctx);
+    const e = await post(`${s.url}/v1/embeddings`, { input: ["Once", "the ".repeat(200)] });
+    assert.equal(e.status, 400);
+    assert.deepEqual([e.json.error.param, e.json.error.code], ["input[1]", "context_length_exceeded"]);
+    assert.match(e.json.error.message, new RegExp(`^input\\[1\\] has \\d+ tokens \\(special tokens included\\), more than the ${meta.n_ctx} this model takes per input \\(n_ctx in GET /v1/models\\)`));
+  } finally {
+    await s.close();
   }
 });
 

@@ -64,7 +64,7 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
   }
   tokens.forEach((ids, i) => {
     if (ids.length > model.maxTokens && !truncate) {
-      throw invalid(where[i]!, `${where[i] === param ? `'${param}'` : where[i]} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (n_ctx_train in GET /v1/models): ` +
+      throw invalid(where[i]!, `${where[i] === param ? `'${param}'` : where[i]} has ${ids.length} tokens (special tokens included), more than the ${model.maxTokens} this model takes per input (${limitField(model)} in GET /v1/models): ` +
         `shorten it, or send "truncate": true to embed its first ${model.maxTokens} tokens as sentence-transformers does`, "context_length_exceeded");
     }
   });
@@ -105,6 +105,15 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     embedding: format === "float" ? Array.from(v) : Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64"),
   }));
   await sendJson(res, 200, { object: "list", data, model: modelId, usage: { prompt_tokens: used, total_tokens: used } }, {}, writeTimeoutMs);
+}
+
+/**
+ * The field of GET /v1/models that shows an input's token limit: an encoder's n_ctx_train (its
+ * max_seq_length or positions), a generative model's n_ctx where the context it was loaded with is
+ * the limit (its embeddings share it; its n_ctx_train, the training context, is larger)
+ */
+function limitField(model: EmbeddingModel | DecoderEmbeddingModel): string {
+  return "poolingNone" in model && model.maxTokens === model.model.contextSize ? "n_ctx" : "n_ctx_train";
 }
 
 /**
