@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo, unreferenced } from "../src/hub/cache-admin.js";
-import { downloadModel, HubError, type DownloadOptions, type DownloadResult } from "../src/hub/index.js";
+import { downloadModel, HubError, progressReporter, type DownloadOptions, type DownloadResult } from "../src/hub/index.js";
 import { withFileLock } from "../src/hub/lock.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
@@ -33,6 +33,23 @@ before(async () => {
 });
 
 const opts = (cacheDir: string): DownloadOptions => ({ cacheDir, endpoint: hub.hubUrl, env: {}, retryDelayMs: 1, refresh: true, include: ["*"] });
+
+/**
+ * Polls `check` until it holds. Fails naming `what` as soon as `work` (the download process or
+ * call awaited) has ended without it, or after two minutes: never a wait that cannot end.
+ */
+async function until(check: () => boolean, what: string, work: ChildProcess | Promise<unknown>): Promise<void> {
+  let ended: string | undefined;
+  if (work instanceof Promise) work.then(() => (ended = "it finished"), (e: Error) => (ended = `it failed: ${e.message}`));
+  const over = () => ended ?? (work instanceof Promise || (work.exitCode === null && work.signalCode === null) ? undefined : `it exited (${work.exitCode ?? work.signalCode})`);
+  const deadline = Date.now() + 120_000;
+  while (!check()) {
+    const why = over();
+    if (why !== undefined) assert.fail(`${what}: ${why} first`);
+    if (Date.now() > deadline) assert.fail(`${what}: not within two minutes`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 /**
  * A cache as downloads leave it: acme/a at C1 (README v1 + the GGUF), then main moved to C2
@@ -306,7 +323,7 @@ test("rm of a repo a download is writing into is refused naming the process; onc
   const exited = new Promise((done) => download.on("close", done));
   try {
     const partial = join(cache, "models--acme--busy", "blobs", `${blobName(big)}.incomplete`);
-    while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000)) await new Promise((r) => setTimeout(r, 50));
+    await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, "the download reaching the middle of its file", download);
     const lock = join(cache, ".locks", "models--acme--busy", `${blobName(big)}.tsllm.lock`);
     const busy = await tsllm(["rm", "acme/busy"], env);
     assert.equal(busy.code, 1);
@@ -337,7 +354,7 @@ test("rm of a revision beside a live download proceeds unless it takes what the 
   const a = join(cache, "models--acme--beside");
   try {
     const partial = join(a, "blobs", `${blobName(big)}.incomplete`);
-    while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) await new Promise((r) => setTimeout(r, 50));
+    await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)), "the download linking its README and reaching the middle of its GGUF", download);
     const locks = join(cache, ".locks", "models--acme--beside");
     const writing = await tsllm(["rm", `acme/beside@${C2}`], env);
     assert.equal(writing.code, 1);
@@ -409,7 +426,7 @@ test("a download linking an already cached blob while an rm deletes it fetches t
     const before = hub.requests.length;
     download = downloadModel("acme/race2", opts(cache));
     // the download has asked where the file is and found its blob cached: it goes on to link it
-    while (!hub.requests.slice(before).some((r) => r.method === "HEAD")) await new Promise((r) => setTimeout(r, 10));
+    await until(() => hub.requests.slice(before).some((r) => r.method === "HEAD"), "the download asking where its file is", download);
     await Promise.race([download, new Promise((r) => setTimeout(r, 500))]);
     rmSync(blob);
   });
@@ -446,8 +463,14 @@ process.exit(0);
   return { child, held, exited, go: () => child.stdin.write("go\n") };
 }
 
-/** resolves when `p` settles or after `ms`, whichever comes first: a grace for what must NOT happen meanwhile */
-const settledOr = (p: Promise<unknown>, ms: number) => Promise.race([p.catch(() => undefined), new Promise((r) => setTimeout(r, ms))]);
+/** the CLI as a child process whose stderr can be read while it runs */
+function spawnTsllm(args: readonly string[], env: NodeJS.ProcessEnv): { child: ChildProcess; stderr(): string; closed: Promise<{ code: number | null; stderr: string }> } {
+  const child = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), ...args], { cwd: PROJECT_ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  return { child, stderr: () => stderr, closed: new Promise((done) => child.on("close", (code) => done({ code, stderr }))) };
+}
+
 
 test("rm of a revision whose freed blob a live process holds the lock of is refused naming it; once that process is killed, rm removes it", async () => {
   const cache = join(dir, "rm-freed-busy");
@@ -521,7 +544,7 @@ test("a download killed with SIGKILL leaves its snapshot lock behind; rm of that
   assert.deepEqual(snapshotLocks(), [], "the next download of the commit clears the dead one's lock, and lets go of its own");
 });
 
-test("an rm waits for another rm of the repo (holding its blob locks) to finish, rather than calling it a download", async () => {
+test("an rm waits for another rm of the repo (holding its blob locks) to finish, saying whom it waits for, rather than calling it a download", async () => {
   const cache = join(dir, "rm-beside-rm");
   const gguf: FakeFile = { path: "twice-Q8_0.gguf", content: randomBytes(4_000, 10) };
   hub.add({ repo: "acme/twice", commit: C1, refs: ["old"], files: [gguf] });
@@ -532,23 +555,27 @@ test("an rm waits for another rm of the repo (holding its blob locks) to finish,
   const locks = join(cache, ".locks", "models--acme--twice");
   // another `tsllm rm acme/twice@old` midway: it holds the repo's gate and the locks of the blobs it frees
   const other = holdLocks([join(locks, "snapshots.tsllm.gate"), join(locks, `${blobName(gguf)}.tsllm.lock`)]);
-  let second: ReturnType<typeof tsllm> | undefined;
+  let second: ReturnType<typeof spawnTsllm> | undefined;
+  const line = () => `waiting for process ${other.child.pid}, which holds ${join(locks, "snapshots.tsllm.gate")}, to let go of acme/twice\n`;
   try {
     await other.held;
-    second = tsllm(["rm", "acme/twice@old"], env);
-    await settledOr(second, 3_000); // the second must not refuse (or remove) while the first holds its locks
+    second = spawnTsllm(["rm", "acme/twice@old"], env);
+    // the second must not refuse (or remove) while the first holds its locks: it says it waits
+    await until(() => second!.stderr().includes(line()), "the second rm saying it waits", second.child);
+    assert.ok(existsSync(join(cache, "models--acme--twice", "snapshots", C1)));
     other.go();
     await other.exited;
   } finally {
     other.child.kill("SIGKILL");
   }
-  const r = await second;
-  assert.equal(r.stderr, "");
+  const r = await second.closed;
+  // said once on stderr as the wait began, as huggingface_hub logs "Still waiting to acquire lock on ..."
+  assert.equal(r.stderr, line());
   assert.equal(r.code, 0);
   assert.ok(!existsSync(join(cache, "models--acme--twice", "snapshots", C1)));
 });
 
-test("a download that starts while an rm of the repo holds its gate waits for it, then writes the snapshot whole", async () => {
+test("a download that starts while an rm of the repo holds its gate says once whom it waits for, waits, then writes the snapshot whole", async () => {
   const cache = join(dir, "download-behind-rm");
   const gguf: FakeFile = { path: "behind-Q8_0.gguf", content: randomBytes(5_000, 11) };
   hub.add({ repo: "acme/behind", commit: C1, refs: ["main"], files: [readme1, gguf] });
@@ -559,14 +586,18 @@ test("a download that starts while an rm of the repo holds its gate waits for it
   // folder and its lock folder (its gate with them) before it lets go
   const rmMidway = holdLocks([join(locks, "snapshots.tsllm.gate")], [a, locks]);
   let download: Promise<DownloadResult> | undefined;
+  const printed: string[] = [];
+  const stderr = { isTTY: false, write: (s: string) => printed.push(s) > 0 } as unknown as NodeJS.WriteStream;
   try {
     await rmMidway.held;
     hub.add({ repo: "acme/behind", commit: C2, refs: ["main"], files: [readme2, gguf] });
     const before = hub.requests.length;
-    download = downloadModel("acme/behind", opts(cache));
+    download = downloadModel("acme/behind", { ...opts(cache), onProgress: progressReporter(stderr) });
     // it has the new commit's listing: all it does next is write C2, which must wait for the rm
-    while (!hub.requests.slice(before).some((r) => r.method === "GET" && r.url.startsWith("/api/models/"))) await new Promise((r) => setTimeout(r, 10));
-    await settledOr(download, 1_000);
+    await until(() => hub.requests.slice(before).some((r) => r.method === "GET" && r.url.startsWith("/api/models/")), "the download listing the new commit", download);
+    // not a silent hang: said once, as the wait began, with the rm's pid
+    const line = `waiting for process ${rmMidway.child.pid}, which holds ${join(locks, "snapshots.tsllm.gate")}, to let go of acme/behind\n`;
+    await until(() => printed.includes(line), "the download saying it waits for the rm", download);
     rmMidway.go();
     await rmMidway.exited;
   } finally {
@@ -574,6 +605,7 @@ test("a download that starts while an rm of the repo holds its gate waits for it
   }
   const result = await download!;
   assert.equal(result.commit, C2);
+  assert.equal(printed.filter((l) => l.startsWith("waiting")).length, 1, printed.join(""));
   assert.deepEqual(readFileSync(join(a, "snapshots", C2, gguf.path)), gguf.content, "written after the rm, not deleted by it");
   assert.deepEqual(readFileSync(join(a, "snapshots", C2, readme2.path)), readme2.content);
   assert.equal(readFileSync(join(a, "refs", "main"), "utf8"), C2);
@@ -587,21 +619,49 @@ test("a download waiting on a file's lock that another live process holds says o
   // another download of the same file, holding its lock while it fetches it
   const other = holdLocks([lock]);
   const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl };
-  let download: ReturnType<typeof spawn> | undefined;
-  let stderr = "";
+  let download: ReturnType<typeof spawnTsllm> | undefined;
   const line = `waiting for process ${(other.child.pid ?? 0).toString()}, which holds ${lock}, to let go of acme/waits/${gguf.path}\n`;
   try {
     await other.held;
-    download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/waits:Q8_0"], { cwd: PROJECT_ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
-    const said = new Promise<void>((done) => download!.stderr!.on("data", (d: Buffer) => { stderr += d.toString(); if (stderr.includes(line)) done(); }));
-    await settledOr(said, 20_000);
+    download = spawnTsllm(["download", "acme/waits:Q8_0"], env);
+    await until(() => download!.stderr().includes(line), "the download saying whom it waits for", download.child);
     other.go();
     await other.exited;
   } finally {
     other.child.kill("SIGKILL");
   }
-  const code = await new Promise((done) => download!.on("close", done));
+  const { code, stderr } = await download.closed;
   assert.equal(code, 0, stderr);
   assert.equal(stderr.split(line).length, 2, `said once, as the wait began: ${stderr}`);
   assert.deepEqual(readFileSync(join(cache, "models--acme--waits", "snapshots", C1, gguf.path)), gguf.content);
+});
+
+test("locks that dead downloads left (a file's, a snapshot's, a takeover claim) are cleared by the next download into the repo and by rm of a revision; a live holder's lock stays", async () => {
+  const cache = join(dir, "dead-locks");
+  hub.add({ repo: "acme/stale", commit: C1, refs: ["old"], files: [readme1] });
+  await downloadModel("acme/stale@old", opts(cache));
+  const locks = join(cache, ".locks", "models--acme--stale");
+  // written as a download killed with SIGKILL leaves them: its pid is gone on this host
+  const dead = `${spawnSync(process.execPath, ["-e", ""]).pid} ${hostname()} 0123456789abcdef\n`;
+  const deadNames = [`${"e".repeat(64)}.tsllm.lock`, `snapshot-${C3}-0123456789ab.tsllm.lock`, `${"d".repeat(64)}.tsllm.lock.takeover-0123456789abcdef`];
+  const liveName = `${"f".repeat(64)}.tsllm.lock`;
+  // Python's own lock (its holder unknown to us) is not ours to judge
+  const python = `${"c".repeat(64)}.lock`;
+  const live = holdLocks([join(locks, liveName)]);
+  try {
+    await live.held;
+    for (const n of [...deadNames, python]) writeFileSync(join(locks, n), dead);
+    hub.add({ repo: "acme/stale", commit: C2, refs: ["main"], files: [readme2] });
+    await downloadModel("acme/stale", opts(cache));
+    assert.deepEqual(readdirSync(locks).sort(), [python, liveName].sort(), "the next download clears the dead ones");
+    for (const n of deadNames) writeFileSync(join(locks, n), dead);
+    const removed = await tsllm(["rm", "acme/stale@old"], { ...process.env, HF_HUB_CACHE: cache });
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.deepEqual(readdirSync(locks).sort(), [python, liveName].sort(), "rm of a revision clears the dead ones");
+    assert.equal(readFileSync(join(locks, liveName), "utf8").split(" ")[0], String(live.child.pid), "the live holder keeps its lock");
+  } finally {
+    live.child.kill("SIGKILL");
+    await live.exited;
+  }
+  assert.deepEqual(readFileSync(join(cache, "models--acme--stale", "snapshots", C2, readme2.path)), readme2.content);
 });

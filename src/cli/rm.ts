@@ -1,4 +1,4 @@
-import { removeCachedRepo } from "../hub/index.js";
+import { removeCachedRepo, waitingLine } from "../hub/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalNonEmpty, parseWithPositionals, UsageError } from "./args.js";
 import { cacheRootFromOptions } from "./ls.js";
@@ -9,6 +9,7 @@ Removes a model from the Hugging Face cache: the whole repo folder, or with --re
 REPO@R) one snapshot, the refs pointing at it and the blobs no other snapshot uses. While a
 tsllm download is writing into the repo, the whole repo, the snapshot it writes and a blob it
 holds are left alone until that download ends; other revisions can be removed meanwhile.
+Another rm of the same repo at work is waited for, which is said once on stderr.
 
   --revision R    a branch, tag or commit of the repo (a commit's short id, as tsllm ls prints it, will do)
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
@@ -22,6 +23,9 @@ export async function runRm(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(rmHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`rm expects one repo (org/name), got ${positionals.length}`);
   const root = cacheRootFromOptions(values);
-  const r = await removeCachedRepo(root, positionals[0]!, optionalNonEmpty(values, "revision", "the revision (branch, tag or commit) to remove"));
+  const r = await removeCachedRepo(root, positionals[0]!, optionalNonEmpty(values, "revision", "the revision (branch, tag or commit) to remove"), {
+    // a wait on another rm (or a download starting) is said on stderr, not a silent hang
+    onWait: (holder, lock, repo) => process.stderr.write(`${waitingLine(holder, lock, repo)}\n`),
+  });
   process.stdout.write(`removed ${r.repo}${r.commit ? `@${r.commit}` : ""} (${formatBytes(r.freedBytes)} freed)\n`);
 }

@@ -1,9 +1,9 @@
 import { type Dirent, existsSync, lstatSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { rm, rmdir } from "node:fs/promises";
 import { basename, dirname, join, sep } from "node:path";
-import { RepoCache, repoFolderName, snapshotOfLock, writable } from "./cache.js";
+import { LOCK_SUFFIX, RepoCache, repoFolderName, snapshotOfLock, writable } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
-import { liveHolder, removeAbandonedLocks, withFileLock } from "./lock.js";
+import { liveHolder, withFileLock } from "./lock.js";
 import { checkRevision, isCacheName, parseHubReference } from "./reference.js";
 
 /**
@@ -50,6 +50,14 @@ export interface RemoveResult {
   /** paths deleted (repo folder, or snapshot folder, refs and blobs) */
   readonly removed: string[];
   readonly freedBytes: number;
+}
+
+export interface RemoveOptions {
+  /**
+   * hears once of each lock a live process holds that the removal waits for (another rm of the
+   * repo, a download taking its snapshot lock): `holder` is `process <pid>[ on <host>]`; the wait goes on
+   */
+  readonly onWait?: (holder: string, lock: string, repo: string) => void;
 }
 
 const REPO_PREFIX = "models--";
@@ -225,9 +233,9 @@ function assertInside(root: string, dir: string, what: string): void {
  * (a ref or a commit), that snapshot, the refs pointing at it and the blobs no other snapshot
  * uses. Removing the last snapshot removes the repo. `reference` is `org/name` or `org/name@revision`.
  */
-export async function removeCachedRepo(root: string, reference: string, revision?: string): Promise<RemoveResult> {
+export async function removeCachedRepo(root: string, reference: string, revision?: string, options: RemoveOptions = {}): Promise<RemoveResult> {
   try {
-    return await removeFromCache(root, reference, revision);
+    return await removeFromCache(root, reference, revision, options.onWait);
   } catch (e) {
     // a cache owned by another user, or on a read-only volume: one line naming where it stopped
     if (!isIoError(e)) throw e;
@@ -235,7 +243,7 @@ export async function removeCachedRepo(root: string, reference: string, revision
   }
 }
 
-async function removeFromCache(root: string, reference: string, revision?: string): Promise<RemoveResult> {
+async function removeFromCache(root: string, reference: string, revision: string | undefined, onWait: RemoveOptions["onWait"]): Promise<RemoveResult> {
   const ref = parseCachedReference(reference);
   if (ref.selector) throw new HubError("bad-reference", `rm "${reference}": expected org/name or org/name@revision, not a file or quantization`);
   revision ??= ref.revision;
@@ -251,9 +259,9 @@ async function removeFromCache(root: string, reference: string, revision?: strin
   // cannot be written takes none: no download can take a lock there either
   const gate = cache.gateLockPath();
   const locks = dirname(gate);
-  if (!(await writable(locks))) return removeLooked(cache, revision);
+  if (!(await writable(locks))) return removeLooked(cache, revision, onWait);
   try {
-    return await withFileLock(gate, () => removeLooked(cache, revision));
+    return await withFileLock(gate, () => removeLooked(cache, revision, onWait), undefined, (holder) => onWait?.(holder, gate, repo));
   } finally {
     // the repo gone (removed by the rm this one waited for), its lock folder made again to wait in goes too
     if (!existsSync(cache.dir)) await rmdir(locks).catch(() => undefined);
@@ -269,7 +277,7 @@ function scanCached(root: string, repo: string): Scan {
 }
 
 /** removes the repo, or its `revision`, as found now (see removeCachedRepo) */
-async function removeLooked(cache: RepoCache, revision: string | undefined): Promise<RemoveResult> {
+async function removeLooked(cache: RepoCache, revision: string | undefined, onWait: RemoveOptions["onWait"]): Promise<RemoveResult> {
   const { root, repo } = cache;
   const scan = scanCached(root, repo);
   const scanned = scan.repo;
@@ -317,8 +325,9 @@ async function removeLooked(cache: RepoCache, revision: string | undefined): Pro
   };
   refuseWriter();
   refuseUnknown(scan.unreadable);
-  // the snapshot locks of downloads of this commit that died go with it
-  await removeAbandonedLocks(cache.snapshotLocks(commit));
+  // the locks downloads of the repo left when they died go (their snapshot locks, the locks of
+  // files no download fetches again): a live download's stay and are judged above
+  await cache.removeAbandonedLocks();
   if (scanned.revisions.length === 1) { refuseAnyDownload(); return { ...(await removeRepo()), commit }; }
 
   // blobs that some other snapshot still points at stay
@@ -335,7 +344,7 @@ async function removeLooked(cache: RepoCache, revision: string | undefined): Pro
   // a blob it frees that a download holds (fetching it again, linking it): refused, not waited for
   const writing = liveLocks(locks).find((l) => lockNames.some((etag) => l.name === basename(cache.lockPath(etag))));
   if (writing) throw busy(writing, `${repo}@${commit}`);
-  return withLocks(lockNames.map((etag) => cache.lockPath(etag)), async () => {
+  return withLocks(lockNames.map((etag) => cache.lockPath(etag)), repo, onWait, async () => {
     const again = scanRepo(root, repo);
     if (again) refuseUnknown(again.unreadable);
     // the refs as they are now: a download may have moved one to its new commit meanwhile
@@ -356,7 +365,7 @@ function liveLocks(locks: string): LiveLock[] {
   if (!existsSync(locks) || !lstatSync(locks).isDirectory()) return [];
   const live: LiveLock[] = [];
   for (const name of readdirSync(locks).sort()) {
-    if (!name.endsWith(".tsllm.lock")) continue;
+    if (!name.endsWith(LOCK_SUFFIX)) continue;
     const path = join(locks, name);
     const holder = liveHolder(path);
     if (holder) live.push({ name, path, holder });
@@ -364,10 +373,10 @@ function liveLocks(locks: string): LiveLock[] {
   return live;
 }
 
-/** runs `fn` holding every lock of `paths`, taken one after another in the order given */
-function withLocks<T>(paths: readonly string[], fn: () => Promise<T>): Promise<T> {
+/** runs `fn` holding every lock of `paths`, taken one after another in the order given (a wait on one said to `onWait`) */
+function withLocks<T>(paths: readonly string[], repo: string, onWait: RemoveOptions["onWait"], fn: () => Promise<T>): Promise<T> {
   const [first, ...rest] = paths;
-  return first === undefined ? fn() : withFileLock(first, () => withLocks(rest, fn));
+  return first === undefined ? fn() : withFileLock(first, () => withLocks(rest, repo, onWait, fn), undefined, (holder) => onWait?.(holder, first, repo));
 }
 
 /** removes a commit's snapshot, its refs and `freed` (blobs no other snapshot uses) */

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { isIoError } from "./errors.js";
+import { removeAbandonedLocksIn } from "./lock.js";
 import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type HubSourceName } from "./reference.js";
 
 /*
@@ -17,6 +18,8 @@ import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type Hub
  */
 
 const SNAPSHOT_LOCK_PREFIX = "snapshot-";
+/** what ends the name of every tsllm lock that marks a download (or removal) at work; the gate's does not */
+export const LOCK_SUFFIX = ".tsllm.lock";
 /** snapshot-<commit>-<12 hex digits of nonce>.tsllm.lock (snapshotLockPath) */
 const SNAPSHOT_LOCK_NAME = new RegExp(`^${SNAPSHOT_LOCK_PREFIX}(.+)-[0-9a-f]{12}\\.tsllm\\.lock$`);
 
@@ -95,7 +98,7 @@ export class RepoCache {
 
   lockPath(etag: string): string {
     checkCacheName(etag, `ETag of a file in ${this.repo}`);
-    return join(this.root, ".locks", repoFolderName(this.repo), `${etag}.tsllm.lock`);
+    return join(this.lockDir(), `${etag}${LOCK_SUFFIX}`);
   }
 
   /**
@@ -104,7 +107,7 @@ export class RepoCache {
    */
   snapshotLockPath(commit: string): string {
     checkCacheName(commit, `commit of ${this.repo}`);
-    return join(this.root, ".locks", repoFolderName(this.repo), `${SNAPSHOT_LOCK_PREFIX}${commit}-${randomBytes(6).toString("hex")}.tsllm.lock`);
+    return join(this.lockDir(), `${SNAPSHOT_LOCK_PREFIX}${commit}-${randomBytes(6).toString("hex")}${LOCK_SUFFIX}`);
   }
 
   /**
@@ -114,19 +117,21 @@ export class RepoCache {
    * download in progress.
    */
   gateLockPath(): string {
-    return join(this.root, ".locks", repoFolderName(this.repo), "snapshots.tsllm.gate");
+    return join(this.lockDir(), "snapshots.tsllm.gate");
   }
 
-  /** the snapshot locks (snapshotLockPath) of `commit` in the lock folder now, live or not */
-  snapshotLocks(commit: string): string[] {
-    const locks = dirname(this.snapshotLockPath(commit));
-    let names: string[];
-    try {
-      names = readdirSync(locks);
-    } catch {
-      return []; // no lock folder (or none readable): no lock to find
-    }
-    return names.filter((n) => snapshotOfLock(n) === commit).map((n) => join(locks, n));
+  /** .locks/<repo>/: where this repo's locks are */
+  lockDir(): string {
+    return join(this.root, ".locks", repoFolderName(this.repo));
+  }
+
+  /**
+   * Clears the locks (of files, of snapshots) and takeover claims that downloads and removals of
+   * this repo left when they died; the locks of live holders stay. Python's own `.lock` files are
+   * not ours to judge.
+   */
+  removeAbandonedLocks(): Promise<void> {
+    return removeAbandonedLocksIn(this.lockDir(), (name) => name.endsWith(LOCK_SUFFIX));
   }
 
   snapshotDir(commit: string): string {

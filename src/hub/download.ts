@@ -6,7 +6,7 @@ import { describeIoError, HubError, isIoError } from "./errors.js";
 import { fetchBlob } from "./fetch-blob.js";
 import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
-import { acquireFileLock, removeAbandonedLocks, withFileLock } from "./lock.js";
+import { acquireFileLock, withFileLock } from "./lock.js";
 import { modelScopeSource } from "./modelscope.js";
 import type { DownloadProgress, ProgressListener } from "./progress.js";
 import { checkRelativePath, checkRevision, formatReference, parseHubReference, type HubReference, type HubSourceName } from "./reference.js";
@@ -295,12 +295,14 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
   const write = async () => { await ensureDir(cache.dir); await writeFiles(cache, source, ref, revision, listing, files, byPath, options); };
   if (!(await writable(dirname(lock)))) return write();
   // taken holding the gate an rm holds from its look to its deletion, so an rm either saw this
-  // lock or has finished before it was taken; the snapshot locks of downloads of this commit that
-  // died are cleared here, as no one else takes those names
-  const release = await withFileLock(cache.gateLockPath(), async () => {
-    await removeAbandonedLocks(cache.snapshotLocks(listing.commit));
+  // lock or has finished before it was taken. The locks that downloads of this repo left when they
+  // died are cleared here: no one takes a dead download's snapshot lock again, nor the lock of a
+  // file no download fetches again. A wait on the gate (an rm at work) is said, not a silent hang
+  const gate = cache.gateLockPath();
+  const release = await withFileLock(gate, async () => {
+    await cache.removeAbandonedLocks();
     return acquireFileLock(lock, options.signal);
-  }, options.signal);
+  }, options.signal, (holder) => options.onProgress?.({ file: "", repo: ref.repo, phase: "wait", downloaded: 0, total: 0, holder, lock: gate }));
   try {
     await write();
   } finally {

@@ -4,7 +4,7 @@ export { downloadModel, createSource, type DownloadOptions, type DownloadResult 
 export { parseHubReference, looksLikeHubReference, type HubReference, type HubSourceName } from "./reference.js";
 export { defaultCacheDir, hfHubCacheDir, hfHome, modelScopeCacheDir, repoFolderName, hubOfflineFromEnv, RepoCache } from "./cache.js";
 export { HubError, type HubErrorCode } from "./errors.js";
-export { progressReporter, type DownloadProgress, type ProgressListener } from "./progress.js";
+export { progressReporter, waitingLine, type DownloadProgress, type ProgressListener } from "./progress.js";
 export { selectFiles, selectGguf, globToRegExp } from "./select.js";
 export { hfTokenFromEnv } from "./hf.js";
-export { listCachedRepos, removeCachedRepo, type CachedRepo, type CachedRevision, type RemoveResult } from "./cache-admin.js";
+export { listCachedRepos, removeCachedRepo, type CachedRepo, type CachedRevision, type RemoveOptions, type RemoveResult } from "./cache-admin.js";

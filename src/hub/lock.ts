@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
-import { readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, open, rm, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { sleep } from "./http.js";
 
 /** a holder refreshes its lock this often; a lock untouched for STALE_MS is abandoned */
@@ -150,16 +150,28 @@ export async function withFileLock<T>(path: string, fn: () => Promise<T>, signal
   }
 }
 
+/** `<lock>.takeover-<id>[.takeover-<id>...]`: a waiter's claim to remove the abandoned `<lock>` (removeAbandoned) */
+const CLAIM_SUFFIX = /(\.takeover-[0-9a-f]{16})+$/;
+
 /**
- * Deletes each lock file of `paths` whose holder is gone (dead, or silent past the heartbeat),
- * as a waiter on it would take it over: lock files no one waits on (a dead download's snapshot
- * lock, named for that download alone) are otherwise left behind for good.
+ * Deletes each lock file of `dir` named as `isLock` accepts, and each takeover claim on one, whose
+ * holder is gone (dead, or silent past the heartbeat), as a waiter on it would take it over: a
+ * lock no one waits on again (a killed download's snapshot lock, named for that download alone; the
+ * lock of a file no download fetches again; the claim of a waiter killed mid-takeover) is otherwise
+ * left behind for good. A live holder's lock is never touched.
  */
-export async function removeAbandonedLocks(paths: readonly string[]): Promise<void> {
+export async function removeAbandonedLocksIn(dir: string, isLock: (name: string) => boolean): Promise<void> {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return; // no lock folder (or none readable): no lock to find
+  }
   const token = newToken();
   heldHere.add(token); // its takeover claims are live while it runs
   try {
-    for (const path of paths) {
+    for (const name of names.filter((n) => isLock(n.replace(CLAIM_SUFFIX, ""))).sort()) {
+      const path = join(dir, name);
       const held = readHolder(path);
       if (held && isStale(held)) await removeAbandoned(path, held, token);
     }
@@ -178,8 +190,12 @@ export function liveHolder(path: string): string | undefined {
   return held && !isStale(held) ? describeHolder(held) : undefined;
 }
 
-/** `process <pid>[ on <host>]` */
+/**
+ * `process <pid>[ on <host>]`; "another process" for a lock file whose holder has not written its
+ * token yet (it is created, then written)
+ */
 function describeHolder(held: Holder): string {
   const [pid, host] = held.token.split(" ");
+  if (!pid || !/^\d+$/.test(pid)) return "another process";
   return host && host !== HOST ? `process ${pid} on ${host}` : `process ${pid}`;
 }

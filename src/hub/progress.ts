@@ -7,7 +7,8 @@ export interface DownloadProgress {
   /**
    * start: about to transfer; bytes: `downloaded` changed; done: verified and in the cache; cached:
    * already there; wait: another process holds the file's lock (`holder`, `lock`), and this
-   * download waits for it to let go (said once per file)
+   * download waits for it to let go (said once per file); `file` is "" for the repo's own lock (an
+   * rm of the repo at work, or another download starting)
    */
   readonly phase: "start" | "bytes" | "done" | "cached" | "wait";
   readonly downloaded: number;
@@ -19,6 +20,14 @@ export interface DownloadProgress {
 }
 
 export type ProgressListener = (p: DownloadProgress) => void;
+
+/**
+ * The line a download or an rm prints once when it starts waiting on a lock a live process holds,
+ * as huggingface_hub logs "Still waiting to acquire lock on ..." (the wait goes on)
+ */
+export function waitingLine(holder: string | undefined, lock: string | undefined, what: string): string {
+  return `waiting for ${holder ?? "another process"}, which holds ${lock ?? "its lock"}, to let go of ${what}`;
+}
 
 function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return "--";
@@ -94,7 +103,7 @@ export function progressReporter(stream: NodeJS.WriteStream, options: { tty?: bo
         break;
       }
       case "wait":
-        println(`waiting for ${p.holder ?? "another process"}, which holds ${p.lock ?? "its lock"}, to let go of ${p.repo}/${p.file}`);
+        println(waitingLine(p.holder, p.lock, p.file ? `${p.repo}/${p.file}` : p.repo));
         break;
       case "cached":
         break;
