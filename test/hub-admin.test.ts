@@ -665,3 +665,28 @@ test("locks that dead downloads left (a file's, a snapshot's, a takeover claim) 
   }
   assert.deepEqual(readFileSync(join(cache, "models--acme--stale", "snapshots", C2, readme2.path)), readme2.content);
 });
+
+test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetched, says so, exits 130, and the next run resumes with a Range request", async () => {
+  const cache = join(dir, "interrupted");
+  const big: FakeFile = { path: "int-Q8_0.gguf", content: randomBytes(2_000_000, 13) };
+  hub.add({ repo: "acme/int", commit: C1, files: [big] });
+  hub.stallMidway.set(sha256(big.content), 1); // it stops mid-file, holding its locks, until interrupted
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+  const partial = join(cache, "models--acme--int", "blobs", `${blobName(big)}.incomplete`);
+  const download = spawnTsllm(["download", "acme/int:Q8_0"], env);
+  try {
+    await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, "the download reaching the middle of its file", download.child);
+  } finally {
+    download.child.kill("SIGINT");
+  }
+  const { code, stderr } = await download.closed;
+  assert.equal(code, 130, stderr);
+  assert.match(stderr, /\ntsllm download: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n$/);
+  assert.deepEqual(readdirSync(join(cache, ".locks", "models--acme--int")), [], "no lock is left behind");
+  assert.equal(statSync(partial).size, 1_000_000, "the part fetched is kept");
+  const before = hub.requests.length;
+  const again = await tsllm(["download", "acme/int:Q8_0", "--quiet"], env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.deepEqual(hub.requests.slice(before).filter((r) => r.server === "cdn").map((r) => r.headers.range), ["bytes=1000000-"]);
+  assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
+});

@@ -1,6 +1,10 @@
 import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
-import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError } from "./args.js";
+import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError, type ParsedValues } from "./args.js";
+import { EXIT_INTERRUPTED } from "./generate.js";
+
+/** the status of a download SIGTERM ended: 128 + 15, as the signal's own */
+const EXIT_TERMINATED = 143;
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
                       [--token T] [--source hf|modelscope] [--cache DIR] [--offline] [--quiet] [--json]
@@ -29,6 +33,9 @@ Environment, read as huggingface_hub reads it: HF_HUB_CACHE / HF_HOME, HF_ENDPOI
 HF_HUB_OFFLINE=1, and HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT: seconds a file / metadata
 request may go without data before it is abandoned and retried, a file resumed where it stopped
 (default 10; raise them on a slow or lossy link).
+
+Ctrl-C (or SIGTERM) stops the download and lets go of its locks (exit status 130, 143): what was
+fetched, a file's part included, stays in the cache and the next run resumes from there.
 `;
 
 export const DOWNLOAD_ARGS = {
@@ -37,14 +44,47 @@ export const DOWNLOAD_ARGS = {
   json: { type: "boolean" },
 } as const;
 
-export async function runDownload(argv: string[]): Promise<void> {
+export async function runDownload(argv: string[]): Promise<number | undefined> {
   const { values, positionals } = parseWithPositionals(argv, DOWNLOAD_ARGS);
   if (flag(values, "help")) { process.stdout.write(downloadHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`download expects one model reference (org/name), got ${positionals.length}`);
   const source = optionalString(values, "source") ?? "hf";
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
-  const result = await downloadModel(positionals[0]!, {
-    source: source as HubSourceName,
+  // Ctrl-C (or a service manager's SIGTERM) stops the transfers and lets go of the locks, so no
+  // lock is left behind and the partial files are kept to resume; a second one quits at once
+  const interrupt = new AbortController();
+  let status: number | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (status !== undefined) process.exit(status);
+    status = signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
+    interrupt.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  let result;
+  try {
+    result = await download(positionals[0]!, values, source as HubSourceName, interrupt.signal);
+  } catch (e) {
+    if (status === undefined) throw e;
+    process.stderr.write("tsllm download: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n");
+    return status;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+  if (flag(values, "json")) {
+    const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
+    process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");
+  } else {
+    process.stdout.write(`${result.snapshotDir}\n`);
+  }
+  return undefined;
+}
+
+/** downloadModel with the command line's options */
+function download(reference: string, values: ParsedValues, source: HubSourceName, signal: AbortSignal) {
+  return downloadModel(reference, {
+    source,
     // "$REV" or "$HF_TOKEN" unset: one line naming the flag, not "a/b: empty revision" from the hub client
     revision: optionalNonEmpty(values, "revision", "a branch, tag or commit"),
     include: strings(values, "include"),
@@ -55,11 +95,6 @@ export async function runDownload(argv: string[]): Promise<void> {
     offline: flag(values, "offline") ? true : undefined,
     refresh: true,
     onProgress: flag(values, "quiet") ? undefined : progressReporter(process.stderr),
+    signal,
   });
-  if (flag(values, "json")) {
-    const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
-    process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");
-  } else {
-    process.stdout.write(`${result.snapshotDir}\n`);
-  }
 }
