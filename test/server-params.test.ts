@@ -267,6 +267,40 @@ describe("request parameters on stories260K", { skip }, () => {
     }
   });
 
+  test("logprobs: the sampled token's entry in top_logprobs is keyed as `tokens` shows it (a text's first word without its space, a character's first byte token \"\"), so lm-evaluation-harness's is_greedy holds for a greedy reply", async () => {
+    // the judge: OpenAI's legacy completions (top_logprobs hold the sampled token; lm-evaluation-harness's
+    // is_greedy compares tokens[i] with top_logprobs[i]'s best key); they disagreed where a token's
+    // text as shown is not its own text
+    const tok = s.model.tokenizer;
+    const keyed = (lp: { tokens: string[]; token_logprobs: (number | null)[]; top_logprobs: (Record<string, number> | null)[] }, from: number) => {
+      for (let i = from; i < lp.tokens.length; i++) assert.equal(lp.top_logprobs[i]![lp.tokens[i]!], lp.token_logprobs[i], `token ${i} ${JSON.stringify(lp.tokens[i])} in ${JSON.stringify(lp.top_logprobs[i])}`);
+    };
+    // a reply from BOS alone: its first word shows without its leading space
+    const first = await client.completions.create({ model: "stories260K", prompt: "", max_tokens: 4, temperature: 0, logprobs: 2 });
+    const lp = first.choices[0]!.logprobs! as unknown as Parameters<typeof keyed>[0];
+    assert.ok(!lp.tokens[0]!.startsWith(" "), JSON.stringify(lp.tokens));
+    keyed(lp, 0);
+    lp.tokens.forEach((t, i) => {
+      const top = lp.top_logprobs[i]!;
+      assert.equal(Object.keys(top).reduce((a, b) => (top[a]! >= top[b]! ? a : b)), t, "greedy: the best key is the token");
+    });
+    // an echoed prompt: every token after the first
+    const echoed = await client.completions.create({ model: "stories260K", prompt: "Once upon a time", max_tokens: 2, temperature: 0, logprobs: 1, echo: true });
+    keyed(echoed.choices[0]!.logprobs! as unknown as Parameters<typeof keyed>[0], 1);
+    // byte tokens making up a character (stories260K spells CJK with <0xNN>; a grammar writes them): the first ones show ""
+    assert.equal(tok.encode("日本", { addSpecialTokens: false }).filter((id) => /^<0x[0-9A-F]{2}>$/.test(tok.piece(id))).length, 6, "CJK is spelled in byte tokens");
+    const grammar = 'root ::= "日本"';
+    const bytes = await client.completions.create({ model: "stories260K", prompt: "Lily", max_tokens: 8, temperature: 0, logprobs: 2, grammar } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    assert.equal(bytes.choices[0]!.text, "日本");
+    const blp = bytes.choices[0]!.logprobs! as unknown as Parameters<typeof keyed>[0];
+    assert.deepEqual(blp.tokens.slice(0, 6), ["", "", "日", "", "", "本"]); // (then the end token, listed last)
+    keyed(blp, 0);
+    // chat: the sampled token's alternative entry has the token's text
+    const chat = await client.chat.completions.create({ ...base, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2, grammar } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    assert.equal(chat.choices[0]!.message.content, "日本");
+    for (const e of chat.choices[0]!.logprobs!.content!) assert.ok(e.top_logprobs.some((t) => t.token === e.token && t.logprob === e.logprob), JSON.stringify(e));
+  });
+
   test("content parts as OpenAI's client sends a conversation back: an assistant's refusal part, input_text / output_text, read as their text, as vLLM reads them", async () => {
     // the judge: OpenAI's reference (an assistant message's content: text or refusal parts) and
     // vLLM's content-part parser (text, input_text, output_text and refusal are text); the prompt

@@ -121,7 +121,8 @@ export class TokenTexts {
   chatEntry(p: PlacedLogprob): ChatLogprobEntry {
     return {
       token: p.text, logprob: p.lp.logprob, bytes: this.own(p.lp.token).bytes,
-      top_logprobs: p.lp.top.map((t) => ({ ...this.own(t.token), logprob: t.logprob })),
+      // (the sampled token among its alternatives as `token` shows it: a client comparing the two finds its greedy choice)
+      top_logprobs: p.lp.top.map((t) => ({ ...this.own(t.token), ...(t.token === p.lp.token ? { token: p.text } : {}), logprob: t.logprob })),
     };
   }
 
@@ -133,7 +134,7 @@ export class TokenTexts {
     return {
       tokens: placed.map((p) => p.text),
       token_logprobs: placed.map((p) => p.lp.logprob),
-      top_logprobs: placed.map((p) => this.topOf(p.lp)),
+      top_logprobs: placed.map((p) => this.topOf(p.lp, p.text)),
       text_offset: placed.map((p) => echoed + p.offset),
     };
   }
@@ -146,7 +147,8 @@ export class TokenTexts {
    * model's greedy choice after the prompt is its end.
    */
   endLogprobs(end: TokenLogprob, offset: number): CompletionLogprobs {
-    return { tokens: [this.own(end.token).token], token_logprobs: [end.logprob], top_logprobs: [this.topOf(end)], text_offset: [offset] };
+    const own = this.own(end.token).token;
+    return { tokens: [own], token_logprobs: [end.logprob], top_logprobs: [this.topOf(end, own)], text_offset: [offset] };
   }
 
   /**
@@ -165,7 +167,7 @@ export class TokenTexts {
       const lp = logprobs[i] ?? null;
       out.tokens.push(text);
       out.token_logprobs.push(lp?.logprob ?? null);
-      out.top_logprobs.push(lp && this.topOf(lp));
+      out.top_logprobs.push(lp && this.topOf(lp, text));
       out.text_offset.push(offset);
       offset += text.length;
     });
@@ -176,13 +178,16 @@ export class TokenTexts {
    * a token's alternatives keyed by their own text, with the token itself where it is not among
    * them: OpenAI's completions "always return the logprob of the sampled token, so there may be up
    * to logprobs+1 elements", as vLLM's do (a sampled token outside the top, or logprobs 0, left it
-   * out: `{}` for every token)
+   * out: `{}` for every token). The sampled token is keyed by `shown`, its text in `tokens` (a
+   * text's first word without its leading space, "" for a byte that begins a character): its own
+   * text there made lm-evaluation-harness's is_greedy (tokens[i] equal to top_logprobs[i]'s best
+   * key) false for a greedy continuation
    */
-  private topOf(lp: TokenLogprob): Record<string, number> {
-    const top = Object.fromEntries(lp.top.map((t) => [this.own(t.token).token, t.logprob]));
-    const own = this.own(lp.token).token;
-    if (!lp.top.some((t) => t.token === lp.token) && !Object.hasOwn(top, own)) top[own] = lp.logprob;
-    return top;
+  private topOf(lp: TokenLogprob, shown: string): Record<string, number> {
+    // (in rank order; an alternative whose own text is the sampled token's shown text does not hide it)
+    const entries = lp.top.map((t): [string, number] => [t.token === lp.token ? shown : this.own(t.token).token, t.logprob]).filter(([key], i) => key !== shown || lp.top[i]!.token === lp.token);
+    if (!lp.top.some((t) => t.token === lp.token)) entries.push([shown, lp.logprob]);
+    return Object.fromEntries(entries);
   }
 }
 
