@@ -306,6 +306,30 @@ describe("integrity", () => {
     assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn" && q.method === "GET").length, 1);
     assert.deepEqual(tree(join(cache, ".locks")), []);
   });
+
+  test("a refresh that finds the hub announcing another size for a cached file (a broken proxy) keeps the snapshot whole: its blob hashes to its name, so it is kept, not deleted", async () => {
+    const cache = tmp();
+    const f: FakeFile = { path: "sized-Q8_0.gguf", content: randomBytes(50_000, 21) };
+    const commit = "5".repeat(40);
+    hub.add({ repo: "acme/sized", commit, files: [f] });
+    const first = await downloadModel("acme/sized:Q8_0", opts(cache));
+    const snapshotFile = () => readFileSync(first.path);
+    for (const fault of ["a wrong X-Linked-Size", "HEAD and GET cut 10 bytes short"]) {
+      if (fault === "a wrong X-Linked-Size") hub.add({ repo: "acme/sized", commit, files: [{ ...f, announcedSize: 60_000 }] });
+      else { hub.add({ repo: "acme/sized", commit, files: [f] }); hub.truncate.add(sha256(f.content)); }
+      const start = hub.requests.length;
+      const again = await downloadModel("acme/sized:Q8_0", opts(cache, { refresh: true }));
+      assert.equal(again.path, first.path, fault);
+      assert.deepEqual(snapshotFile(), f.content, `${fault}: the cached file is intact`);
+      assert.equal(hub.requests.slice(start).filter((q) => q.server === "cdn").length, 0, `${fault}: nothing transferred`);
+    }
+    hub.truncate.delete(sha256(f.content));
+    // a blob that does not hash to its name (cut short on disk) is fetched again, replacing it
+    const blob = join(cache, "models--acme--sized", "blobs", sha256(f.content));
+    writeFileSync(blob, f.content.subarray(0, 20_000));
+    await downloadModel("acme/sized:Q8_0", opts(cache, { refresh: true }));
+    assert.deepEqual(snapshotFile(), f.content);
+  });
 });
 
 describe("what the file server says", () => {

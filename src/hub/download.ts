@@ -1,9 +1,8 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { defaultCacheDir, ensureDir, hubOfflineFromEnv, RepoCache, writable } from "./cache.js";
 import { describeIoError, HubError, isIoError } from "./errors.js";
-import { fetchBlob } from "./fetch-blob.js";
+import { fetchBlob, matchesChecksum } from "./fetch-blob.js";
 import { sleep, timeoutFromEnv } from "./http.js";
 import { huggingFaceSource } from "./hf.js";
 import { acquireFileLock, withFileLock } from "./lock.js";
@@ -315,13 +314,16 @@ async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference
     const location = await withRetries(() => source.locate(ref.repo, listing.commit, byPath.get(file)!, options.signal), options);
     const blob = cache.blobPath(location.etag);
     const what = `${file} of ${formatReference({ ...ref, selector: undefined }, revision)}`;
-    const have = () => existsSync(blob) && statSync(blob).size === location.size;
+    // a blob of another size than the hub announces is still the file when its bytes hash to its
+    // name (huggingface_hub links any blob it has by name): a proxy announcing a wrong size must not
+    // cost a cached snapshot its verified file
+    const have = async () => existsSync(blob) && (statSync(blob).size === location.size || (await matchesChecksum(location, blob)));
     const report = (phase: DownloadProgress["phase"], downloaded: number, waitingOn?: { holder: string; lock: string }) =>
       options.onProgress?.({ file, repo: ref.repo, phase, downloaded, total: location.size, ...waitingOn });
     // without symlinks the snapshot holds the file itself (its blob was moved there); with them,
     // a link already made to a blob that is there needs nothing written (a read-only cache serves
     // a refresh) and an rm sees this snapshot use the blob
-    if (cache.holdsFile(listing.commit, file, location.size) || (have() && cache.isLinked(listing.commit, file, location.etag))) {
+    if (cache.holdsFile(listing.commit, file, location.size) || (cache.isLinked(listing.commit, file, location.etag) && (await have()))) {
       report("cached", location.size);
       return;
     }
@@ -334,13 +336,14 @@ async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference
       // another download finished it meanwhile: its blob is there, or, without symlinks, was
       // moved into this very snapshot (then no blob is left to find, and the bytes were fetched again)
       if (cache.holdsFile(listing.commit, file, location.size)) { report("cached", location.size); return; }
-      if (have()) {
+      if (await have()) {
         report("cached", location.size);
         // without symlinks it is copied: under the lock, no other download moves it away meanwhile
         await cache.linkSnapshot(listing.commit, file, location.etag);
         return;
       }
-      await rm(blob, { force: true }); // a blob of the wrong size is not what the hub serves now
+      // a blob that is not the file is replaced only by a verified one (renamed over it): a fetch
+      // that fails leaves the snapshot as it was
       const partial = `${blob}.incomplete`;
       report("start", existsSync(partial) ? Math.min(statSync(partial).size, location.size) : 0);
       await fetchBlob({

@@ -35,6 +35,19 @@ function startHash(location: FileLocation): Hash | undefined {
   return createHash("sha1").update(`blob ${location.size}\0`);
 }
 
+/**
+ * Whether the file at `path` is the one `location` names, by its checksum (an LFS file's sha256, a
+ * git file's blob sha1) over its bytes as they are, whatever size the hub announces; false when
+ * the hub gives no checksum or the file is gone
+ */
+export async function matchesChecksum(location: FileLocation, path: string): Promise<boolean> {
+  const size = statSync(path, { throwIfNoEntry: false })?.size;
+  const hash = size === undefined ? undefined : startHash({ ...location, size });
+  if (!hash || !location.checksum) return false;
+  await hashPrefix(hash, path);
+  return hash.digest("hex") === location.checksum.hex;
+}
+
 /** thrown inside an attempt when another attempt may fix it */
 class Transient extends Error {
   constructor(message: string, /** the server's Retry-After */ readonly retryAfterMs?: number) {
