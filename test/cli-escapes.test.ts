@@ -5,7 +5,9 @@
 // function's, read branch by branch; the token ids are node-llama-cpp's (llama.cpp) of the text.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { resolve } from "node:path";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { processEscapes, UsageError } from "../src/cli/args.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -95,4 +97,62 @@ test("embed --input (llama-embedding's -p) processes escapes unless --no-escape,
   assert.notDeepEqual(embed(["-p", "one\\ttwo", "--no-escape"]), embed(["-p", "one\ttwo"]));
   // "a\nb" typed, split at line breaks: two texts, as llama-embedding -p "a\nb" (escapes first, then split_lines)
   assert.deepEqual(embed(["-p", "Once\\nupon", "--embd-separator", "\n"]), embed(["-p", "Once", "-p", "upon"]));
+});
+
+// common/arg.cpp's -f reads the file into params.prompt (one final "\n" dropped) and the escapes
+// are processed in params.prompt after parsing, whichever of -p and -f filled it; llama-tokenize
+// processes its prompt's from -f and --stdin too. A prompt piped to generate is its -f here.
+test("generate --file / stdin, tokenize --file / --stdin and embed --file process the escapes in the text read (as llama.cpp's -f), unless --no-escape", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-escapes-"));
+  try {
+    const file = join(dir, "prompt.txt");
+    writeFileSync(file, "Once upon a time,\\nthere\\x20was\n"); // the backslashes as written in the file
+    const greedy = (args: string[], input = "") => {
+      const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "generate", "--model", sharedFile(MODEL)!, "--temperature", "0", "--max-tokens", "4", "--backend", "reference", "--json", ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input });
+      assert.equal(r.status, 0, r.stderr);
+      const { prompt, promptTokens, completion } = JSON.parse(r.stdout) as { prompt: string; promptTokens: number[]; completion: string };
+      return { prompt, promptTokens, completion };
+    };
+    const typed = greedy(["-p", "Once upon a time,\nthere was"]);
+    assert.equal(typed.prompt, "Once upon a time,\nthere was");
+    assert.deepEqual(greedy(["-f", file]), typed, "-f's \\n and \\x20 are the line break and the space");
+    assert.deepEqual(greedy([], "Once upon a time,\\nthere\\x20was\n"), typed, "so are stdin's");
+    assert.equal(greedy(["-f", file, "--no-escape"]).prompt, "Once upon a time,\\nthere\\x20was");
+    assert.equal(greedy(["--no-escape"], "Once upon a time,\\nthere\\x20was\n").prompt, "Once upon a time,\\nthere\\x20was");
+    const bad = join(dir, "bad.txt");
+    writeFileSync(bad, "a\\xff");
+    const refused = tsllm(["generate", "-m", sharedFile(MODEL)!, "-f", bad]);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, new RegExp(`^tsllm: error: --file ${bad.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: its \\\\x escapes make bytes that are not UTF-8 text; .* or --no-escape to keep backslashes as typed\n$`));
+
+    // llama-tokenize reads its file whole (the final line break kept), then processes the escapes
+    const model = await (await sharedLlama()).loadModel({ modelPath: sharedFile(MODEL)!, vocabOnly: true });
+    try {
+      const ids = (text: string) => `[${Array.from(model.tokenize(text, true)).join(", ")}]\n`;
+      for (const [args, input, text] of [
+        [["-f", file], "", "Once upon a time,\nthere was\n"],
+        [["--stdin"], "a\\tb\\\\n", "a\tb\\n"],
+        [["-f", file, "--no-escape"], "", "Once upon a time,\\nthere\\x20was\n"],
+      ] as const) {
+        const r = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "tokenize", "-m", sharedFile(MODEL)!, "--ids", ...args], { cwd: PROJECT_ROOT, encoding: "utf8", input });
+        assert.equal(r.status, 0, r.stderr);
+        assert.equal(r.stdout, ids(text), args.join(" "));
+      }
+    } finally {
+      await model.dispose();
+    }
+
+    // llama-embedding: -f's text, escapes processed, then split at line breaks
+    const embed = (args: string[]) => {
+      const r = tsllm(["embed", "--model", sharedFile(MODEL)!, "--backend", "reference", "--json", ...args]);
+      assert.equal(r.code, 0, r.stderr);
+      return JSON.parse(r.stdout) as number[][];
+    };
+    const two = join(dir, "two.txt");
+    writeFileSync(two, "Once\\nupon\n");
+    assert.deepEqual(embed(["-f", two]), embed(["-p", "Once", "-p", "upon"]));
+    assert.deepEqual(embed(["-f", two, "--no-escape"]), embed(["-p", "Once\\nupon", "--no-escape"]));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

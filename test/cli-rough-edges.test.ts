@@ -5,7 +5,7 @@
 // argument not starting with "--" is a file name, opened as given) is the judge for "-".
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -77,4 +77,23 @@ test("quantize OUT /dev/stdout with stdout a pipe: the pipe gets the GGUF's byte
   assert.equal(onSocket.stderr, `tsllm: error: ${stdout}: cannot write the output: it leads to a socket or a device with nothing behind it (ENXIO), which cannot be opened by name; give a file\n`);
   assert.ok(lstatSync(stdout).isSymbolicLink(), "the link is still a link");
   assert.deepEqual(readdirSync(sub).sort(), ["ref.gguf", "stdout"]);
+});
+
+test("quantize IN - (no model comes from a pipe) is one line naming IN, exit 2, nothing written", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "in-dash-"));
+  const r = tsllm(["quantize", "-", "out.gguf", "q8_0"], { cwd: sub, input: "GGUF" });
+  assert.deepEqual(r, { code: 2, stdout: "", stderr: "tsllm: error: IN -: a model is not read from stdin; give a GGUF file or a Hugging Face model folder\n" });
+  assert.deepEqual(readdirSync(sub), []);
+});
+
+test("generate --draft-model naming a folder without config.json, or an empty file: one line naming --draft-model, exit 1", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "draft-"));
+  const empty = join(sub, "empty.gguf");
+  writeFileSync(empty, "");
+  for (const [draft, why] of [[sub, `${sub}/config.json: file: not found (a Hugging Face model folder needs config.json)`], [empty, `${empty}: magic: needs 4 bytes at offset 0 but the file ends at 0 (truncated or corrupt file)`]] as const) {
+    const r = tsllm(["generate", "-m", sharedFile(MODEL)!, "-p", "Once", "-n", "2", "--backend", "reference", "--draft-model", draft]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: --draft-model: ${why}\n`);
+    assert.equal(r.stdout, "");
+  }
 });

@@ -21,9 +21,9 @@ Options:
                     BOM and the final line break dropped, an empty line an empty text (- reads stdin)
   --embd-separator SEP  split each --input, or the file's text, at SEP instead (every part a text,
                     empty ones too), as llama-embedding --embd-separator (e.g. "<#sep#>")
-  --no-escape       take --input as typed; by default, as llama-embedding's -p, \\n \\r \\t \\' \\" \\\\ and
-                    \\xHH in it are that character or byte (--escape, the default, is taken; --file's
-                    text, --prompt and SEP are taken as they are)
+  --no-escape       take --input and --file's text as written; by default, as llama-embedding's -p and
+                    -f, \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte, before
+                    the split into texts (--escape, the default, is taken; --prompt and SEP as typed)
   --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a decoder)
   --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
   --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
@@ -43,9 +43,12 @@ export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
   if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
-  // llama-embedding's -p: typed escapes (\n) processed unless --no-escape (before --embd-separator splits, as there)
+  // llama-embedding's -p and -f: escapes (\n) processed unless --no-escape (before --embd-separator
+  // splits, as there: common/arg.cpp processes params.prompt, whichever of -p and -f filled it)
   const escapes = escapesOption(values);
   const given = strings(values, "input")?.map((t) => (escapes ? processEscapes(t, "--input") : t)), file = optionalString(values, "file");
+  // the final line break dropped first, as -f pops it before the escapes are processed
+  const escapedFile = (text: string) => (escapes ? processEscapes(text, `--file ${file === "-" ? "- (stdin)" : file}`) : text);
   const separator = optionalNonEmpty(values, "embd-separator", "the text between the texts");
   if (given && given.length > 0 && file !== undefined) throw new UsageError("--input and --file both give the texts; give one");
   if ((!given || given.length === 0) && file === undefined) throw new UsageError("--input is required (or --file FILE, one text a line; --file - reads stdin)");
@@ -62,7 +65,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
   // A separator given splits as its split_lines does: at each occurrence, every part kept
   const inputs = file === undefined
     ? (separator === undefined ? given! : given!.flatMap((t) => t.split(separator)))
-    : fileText(await readTextInput(file, "--file")).split(separator ?? /\r?\n/);
+    : escapedFile(fileText(await readTextInput(file, "--file"))).split(separator ?? /\r?\n/);
   const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values), onWarning: printWarning });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);

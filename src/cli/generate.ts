@@ -8,7 +8,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
-import { availableMemoryBytes, planMemory, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
+import { memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
@@ -44,8 +44,8 @@ Options:
   --seed S              random seed, 0 to 4294967295 (same seed, same text); -1 (default): a random one.
                         The seed used is printed (stderr, or "seed" with --json): give it back to repeat a run
   --stop STR            stop at this text (repeatable)
-  --no-escape           take --prompt and --stop as typed; by default, as llama.cpp's tools (-e, --escape),
-                        \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte (--file and stdin are as they are)
+  --no-escape           take the prompt (--prompt, --file or stdin) and --stop as written; by default, as llama.cpp's
+                        tools (-e, --escape), \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte
   --threads N           compute threads (default -1; 0 or less: all cores)
   --backend NAME        wasm (default), reference or webgpu
   --ctx-size N|auto|0   KV cache size in tokens; auto: the largest that fits in free memory (at most
@@ -153,19 +153,21 @@ async function promptFrom(values: ParsedValues): Promise<{ text: string; source:
   const prompt = optionalString(values, "prompt");
   const file = optionalString(values, "file");
   if (prompt !== undefined && file !== undefined) throw new UsageError("give --prompt or --file, not both");
-  // llama.cpp's -p: typed escapes (\n) processed unless --no-escape; a file's or a pipe's text is taken as it is
-  if (prompt !== undefined) return { text: escapesOption(values) ? processEscapes(prompt, "--prompt") : prompt, source: "--prompt" };
+  // llama.cpp processes escapes (\n) in its params.prompt after parsing, whether -p or -f filled it,
+  // unless --no-escape (common/arg.cpp); a pipe's text is -f's here, so it goes the same way
+  const escaped = (text: string, source: string) => ({ text: escapesOption(values) ? processEscapes(text, source) : text, source });
+  if (prompt !== undefined) return escaped(prompt, "--prompt");
   // an empty FILE is an empty prompt, as llama.cpp's -f (which then starts from BOS alone); an empty pipe is not
   if (file !== undefined) {
     const text = await readTextInput(file, "--file");
     if (file === "-" && text === "") throw new UsageError("no prompt: --file - read an empty stdin (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-    return { text: fileText(text), source: `--file ${file}` };
+    return escaped(fileText(text), `--file ${file}`);
   }
   if (process.stdin.isTTY) throw new UsageError("--prompt is required (or --file FILE, or a prompt piped to stdin)");
   const text = await readStdinText("the prompt on stdin");
   // nothing piped is a mistake (a script that spawned us without writing); an empty prompt is --prompt ""
   if (text === "") throw new UsageError("no prompt: stdin was empty (give --prompt TEXT or --file FILE; --prompt \"\" for an empty prompt)");
-  return { text: fileText(text), source: "the prompt on stdin" };
+  return escaped(fileText(text), "the prompt on stdin");
 }
 
 /** --grammar FILE|GBNF, --json-schema FILE|JSON, --json-object, --choice TEXT..., --regex RE as the library's constraint options */
@@ -192,6 +194,16 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   if (choice) return { choice };
   const regex = optionalString(values, "regex");
   return regex !== undefined ? { regex } : {};
+}
+
+/**
+ * A load's failure that is the draft's (the one load plans both, opening the draft's header): named
+ * by --draft-model, as loadDraftBeside names its own; it said "adir/config.json: file: not found"
+ * with no word of which flag gave that folder
+ */
+function namingDraft(e: unknown, draftFile: string): unknown {
+  if (e instanceof Error && e.message.startsWith(draftFile)) e.message = `--draft-model: ${e.message}`;
+  return e;
 }
 
 /** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
@@ -234,10 +246,13 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   // --ctx-size 0: the model's trained context; a draft model shares it
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
-  // a speculative request's draft cache counts in the target's pool: room for it as for a width
-  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile).catch(loadRefusalInFlagWords);
+  // a speculative request's draft cache counts in the target's pool: room for it as for a width;
+  // and the draft's weights, scratch and cache come off what the pool may take (one account)
+  const draftOptions = { ...loadOptions, quantize: draftQuantize };
+  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile === undefined ? undefined : { ref: draftFile, options: draftOptions })
+    .catch((e: unknown) => loadRefusalInFlagWords(draftFile !== undefined && draftFile !== path ? namingDraft(e, draftFile) : e));
   // (the pool is sized for this one request: its context is what sizes it)
-  const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, { ...loadOptions, quantize: draftQuantize }, "--ctx-size").catch((e: unknown) => { model.dispose(); throw e; });
+  const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, draftOptions, "--ctx-size").catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model), promptSource };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
@@ -587,26 +602,29 @@ export function refuseForeignDraft(model: Model, draft: Model, file: string): vo
 }
 
 /**
- * --draft-model FILE loaded beside `model` as one memory plan, in flag words: the draft's weights
- * and scratch must fit in the free memory less what the model's KV pool may still grow into (its
- * budget less what it holds now: the pool is allocated as requests need it). The draft's own
- * engine gets a pool of one block, never used: a speculative request's draft cache comes from the
- * pool the model's engine keeps for the draft, its rows counted in the model's budget
- * (Engine.draftCache), which the plan already holds. Loaded at the model's context, one sequence;
+ * --draft-model FILE loaded beside `model` as one memory plan, in flag words: the draft's weights,
+ * scratch and the draft cache its first request takes (planDraft) must fit in what the model
+ * leaves of the free memory (memoryBeside: measured now, less what its KV pool may still grow
+ * into; a given figure, less all of the model's plan). The draft's own engine gets a pool of one
+ * block, never used: a speculative request's draft cache comes from the pool the model's engine
+ * keeps for the draft, its rows counted in the model's budget (Engine.draftCache). generate's
+ * model was planned with the draft beside it (loadModelForOneRequest), so its pool left this room.
+ * Loaded at the model's context, one sequence;
  * refused in one line naming --draft-model and `lower` (the flags that size the model's pool);
  * then held to the vocabulary rule (refuseForeignDraft).
  */
 export async function loadDraftBeside(model: Model, file: string, options: LoadModelOptions, lower: string): Promise<Model> {
-  const { budgetBytes, storedBytes } = model.kvMemory;
-  const free = options.availableMemory ?? availableMemoryBytes();
-  const room = Math.max(0, free - (budgetBytes - storedBytes));
+  const loaded = model.memory;
+  const { free, room, taken, measured } = memoryBeside(loaded, options.availableMemory);
   const at = { ...options, contextSize: model.contextSize, maxSequences: 1, availableMemory: room };
   const draft = await (async () => {
     const r = loadPlanRequest(openModel(file), at, model.contextSize);
     const block = r && DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-    const p = r && planMemory({ ...r, kvCacheBytes: block });
+    const p = r && planDraft(r);
     if (p && p.totalBytes > room) {
-      throw new UsageError(`--draft-model ${file}: needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + scratch ${formatBytes(p.scratchBytes)}; its KV cache counts in --model's pool), but of the ${formatBytes(free)} free, --model's KV pool may still grow into ${formatBytes(budgetBytes - storedBytes)} (its budget ${formatBytes(budgetBytes)}, ${formatBytes(storedBytes)} allocated): lower ${lower}, or make the draft smaller (--draft-quantize)`);
+      // (the --model's share: with the free memory measured now, the pool's growth; with a given figure, all of its plan)
+      const model = measured ? `--model's KV pool may still grow into ${formatBytes(taken)} (its budget ${formatBytes(loaded.budgetBytes)}, ${formatBytes(loaded.storedBytes)} allocated)` : `--model takes ${formatBytes(taken)} (weights and scratch ${formatBytes(loaded.residentBytes)} + its KV pool's budget ${formatBytes(loaded.budgetBytes)})`;
+      throw new UsageError(`--draft-model ${file}: needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + scratch ${formatBytes(p.scratchBytes)} + its draft cache of ${p.kvTokens} tokens ${formatBytes(p.kvCacheBytes)}), but of the ${formatBytes(free)} free, ${model}: lower ${lower}, or make the draft smaller (--draft-quantize)`);
     }
     return loadModel(file, block === undefined ? at : { ...at, kvCacheBytes: block });
   })().catch((e: unknown) => {

@@ -12,8 +12,8 @@ ${Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}
 
 Run "tsllm <command> --help" or "tsllm help <command>" for a command's options. llama.cpp's
 spellings of them work too (-m -p -f -n -c -b -t -s -sys -ctk -ctv -fa -r -e, --temp, --n-predict);
--ngl is taken and ignored. Escapes typed in -p (\\n, \\t, \\xHH) are processed, as llama.cpp does,
-unless --no-escape.
+-ngl is taken and ignored. Escapes in the prompt (\\n, \\t, \\xHH), typed with -p or read with -f or
+from stdin, are processed, as llama.cpp does, unless --no-escape.
 `;
 
 /** ollama's and llama.cpp's names for tsllm's commands (ollama run, ollama pull, llama-server, ...) */

@@ -194,6 +194,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
   if (outputType !== undefined) given.outputTensorType = tensorType(outputType, "--output-tensor-type");
   const embeddingType = optionalString(values, "token-embedding-type");
   if (embeddingType !== undefined) given.tokenEmbeddingType = tensorType(embeddingType, "--token-embedding-type");
+  // as llama-quantize's fname_inp, "-" would be a file's name; a model is not read from a pipe
+  if (input === "-") throw new UsageError(`IN -: a model is not read from stdin; give a GGUF file or a Hugging Face model folder`);
   if (!existsSync(input)) throw new Error(`${input}: no such file or folder`);
   // with a GGUF IN, quantizeModel refuses any --vocab as one for a folder only, there or not
   const vocab = statSync(input).isDirectory() ? vocabOption(values) : optionalString(values, "vocab");

@@ -19,9 +19,9 @@ Options:
   --no-bos          no BOS, as llama-tokenize --no-bos (this command's default already)
   --no-parse-special  special tokens' text (<s>, <|im_end|>) tokenized as plain text, not as those
                     tokens, as llama-tokenize --no-parse-special
-  --no-escape       take --text as typed; by default, as llama-tokenize, \\n \\r \\t \\' \\" \\\\ and \\xHH
-                    in it are that character or byte (--escape, the default, is taken; a file or
-                    stdin is tokenized as it is, where llama-tokenize processes its escapes too)
+  --no-escape       take the text (--text, --file or stdin) as written; by default, as llama-tokenize,
+                    \\n \\r \\t \\' \\" \\\\ and \\xHH in it are that character or byte (--escape, the
+                    default, is taken)
   --log-disable     taken, as llama-tokenize takes it; this command logs nothing anyway
   --ids             print only the ids, as llama-tokenize --ids: [1, 2, 3]
   --show-count      end with the line "Total number of tokens: N", as llama-tokenize --show-count
@@ -42,11 +42,12 @@ export async function runTokenize(argv: string[]): Promise<void> {
   if (flag(values, "add-special") && flag(values, "no-bos")) throw new UsageError("--add-special and --no-bos contradict each other: give one (without either no BOS is added)");
   // llama-tokenize --stdin is --file -
   const file = flag(values, "stdin") ? "-" : optionalString(values, "file");
-  // llama-tokenize -f FILE (and --stdin): the text read as it is, a final line break included
-  // llama-tokenize's -p: typed escapes (\n) are processed unless --no-escape
+  // llama-tokenize -f FILE (and --stdin): the text read whole, a final line break included; its
+  // escapes (\n) are then processed unless --no-escape, whichever of -p, -f and --stdin gave it
   const escapes = escapesOption(values);
-  const text = file === undefined ? (given !== undefined && escapes ? processEscapes(given, "--text") : given) : await readTextInput(file, "--file");
-  if (text === undefined) throw new UsageError("--text is required (or --file FILE; --stdin or --file - reads stdin)");
+  const read = file === undefined ? given : await readTextInput(file, "--file");
+  if (read === undefined) throw new UsageError("--text is required (or --file FILE; --stdin or --file - reads stdin)");
+  const text = escapes ? processEscapes(read, file === undefined ? "--text" : file === "-" ? "stdin" : `--file ${file}`) : read;
   const tokenizer = await loadTokenizer(path);
   // llama-tokenize's parse_special: special tokens' text is those tokens unless --no-parse-special
   const ids = tokenizer.encode(text, { addSpecialTokens: flag(values, "add-special"), parseSpecial: !flag(values, "no-parse-special") });
