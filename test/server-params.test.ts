@@ -214,14 +214,14 @@ describe("request parameters on stories260K", { skip }, () => {
     assert.match(chat.message, /^400 This model's maximum context length is 512 tokens \(n_ctx in GET \/v1\/models\)\. However, your messages resulted in \d+ tokens, more than the context holds .*Please reduce the length of the messages/);
   });
 
-  test("llama-server's samplers this server lacks (mirostat, DRY, XTC, dynamic temperature, top-n-sigma) and OpenAI's audio / web search outputs: a 400 naming the field when asked for, taken when off (they were ignored, the reply made without them)", async () => {
+  test("llama-server's samplers this server lacks (mirostat, DRY, XTC, dynamic temperature, top-n-sigma), its LoRA scales, and OpenAI's audio / web search outputs: a 400 naming the field when asked for, taken when off (they were ignored, the reply made without them)", async () => {
     // the judge: llama-server's params_from_json_cmpl reads each of these (0 = disabled, top_n_sigma
     // at or below 0 off; llama.cpp's web UI sends them all, off); OpenAI's modalities ["text", "audio"]
     // asks for a spoken reply, web_search_options for a search model
     const greedy = { model: "stories260K", prompt: "Once upon a time", max_tokens: 5, temperature: 0 };
     const plain = await client.completions.create(greedy);
     const off = { mirostat: 0, dry_multiplier: 0, xtc_probability: 0, dynatemp_range: 0, top_n_sigma: -1, mirostat_tau: 5, dry_base: 1.75, xtc_threshold: 0.1 };
-    const same = await client.completions.create({ ...greedy, ...off } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
+    const same = await client.completions.create({ ...greedy, ...off, lora: [] } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
     assert.equal(same.choices[0]!.text, plain.choices[0]!.text);
     const text = await client.chat.completions.create({ ...base, max_tokens: 2, modalities: ["text"] });
     assert.equal(text.choices[0]!.finish_reason, "length");
@@ -233,10 +233,12 @@ describe("request parameters on stories260K", { skip }, () => {
       [{ top_n_sigma: 1 }, "top_n_sigma", /send -1 \(or any value at or below 0\) \(off\)$/],
       [{ modalities: ["text", "audio"] }, "modalities", /'modalities' may hold only "text": this server answers text, not "audio"$/],
       [{ web_search_options: {} }, "web_search_options", /'web_search_options' is not supported by this server$/],
+      // llama-server's per-request LoRA scales: no adapter is loaded, so every id is unknown (its parse_lora_request: "invalid adapter id")
+      [{ lora: [{ id: 0, scale: 0.5 }] }, "lora[0].id", /'lora\[0\]\.id' 0 names no adapter: this server loads no LoRA adapters/],
     ] as const) {
       const r = await refusal(client.chat.completions.create({ ...base, max_tokens: 2, ...extra } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming));
       assert.equal(r.param, param, r.message);
-      assert.equal(r.code, "unsupported_parameter");
+      assert.equal(r.code, param === "lora[0].id" ? "invalid_value" : "unsupported_parameter");
       assert.match(r.message, re);
     }
     const typed = await post(`${s.url}/v1/completions`, { prompt: "Once", mirostat: "2" });

@@ -116,6 +116,13 @@ function refuseUnsupported(body: Body): void {
     const v = optNumber(body, name);
     if (v !== undefined && !off(v)) throw invalid(name, `'${name}' ${v} asks for a sampler this server does not implement: leave it out, or send ${offIs} (off)`, "unsupported_parameter");
   }
+  // llama-server's per-request LoRA scales ([{id, scale}]): this server loads no adapters, so any id
+  // is one llama-server's parse_lora_request refuses ("invalid adapter id"); an empty list asks nothing
+  const lora = body["lora"];
+  if (lora !== undefined && lora !== null) {
+    if (!Array.isArray(lora)) throw invalid("lora", `'lora' must be an array of {id, scale}, got ${describe(lora)}`, "invalid_type");
+    if (lora.length > 0) throw invalid("lora[0].id", `'lora[0].id' ${describe((lora[0] as Body | null)?.["id"])} names no adapter: this server loads no LoRA adapters (send an empty list, or none)`);
+  }
   // OpenAI's output modalities: text is what every reply is made of; "audio" asks for a spoken one
   const modalities = body["modalities"];
   if (modalities === undefined || modalities === null) return;
