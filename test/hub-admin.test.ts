@@ -38,15 +38,16 @@ const opts = (cacheDir: string): DownloadOptions => ({ cacheDir, endpoint: hub.h
  * Polls `check` until it holds. Fails naming `what` as soon as `work` (the download process or
  * call awaited) has ended without it, or after two minutes: never a wait that cannot end.
  */
-async function until(check: () => boolean, what: string, work: ChildProcess | Promise<unknown>): Promise<void> {
+async function until(check: () => boolean, what: string | (() => string), work: ChildProcess | Promise<unknown>): Promise<void> {
   let ended: string | undefined;
   if (work instanceof Promise) work.then(() => (ended = "it finished"), (e: Error) => (ended = `it failed: ${e.message}`));
   const over = () => ended ?? (work instanceof Promise || (work.exitCode === null && work.signalCode === null) ? undefined : `it exited (${work.exitCode ?? work.signalCode})`);
   const deadline = Date.now() + 120_000;
   while (!check()) {
     const why = over();
-    if (why !== undefined) assert.fail(`${what}: ${why} first`);
-    if (Date.now() > deadline) assert.fail(`${what}: not within two minutes`);
+    const said = typeof what === "string" ? what : what();
+    if (why !== undefined) assert.fail(`${said}: ${why} first`);
+    if (Date.now() > deadline) assert.fail(`${said}: not within two minutes`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
@@ -513,21 +514,13 @@ test("a download killed with SIGKILL leaves its snapshot lock behind; rm of that
   /** a CLI download of main stopped mid-GGUF (its README linked), then killed */
   const killedDownload = async () => {
     hub.stallMidway.set(sha256(big.content), 1);
-    const download = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "download", "acme/dead", "--include", "*", "--quiet"], { cwd: PROJECT_ROOT, env, stdio: ["ignore", "ignore", "pipe"] });
-    let stderr = "", ended = false;
-    download.stderr.on("data", (d: Buffer) => (stderr += d));
-    let status: unknown;
-    const exited = new Promise((done) => download.on("close", (code, signal) => { ended = true; status = code ?? signal; done(code); }));
+    const download = spawnTsllm(["download", "acme/dead", "--include", "*", "--quiet"], env);
     try {
       const partial = join(a, "blobs", `${blobName(big)}.incomplete`);
-      while (!((statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)))) {
-        // a download that ended before it got there would leave this wait forever
-        if (ended) assert.fail(`the download ended (${status}) before it was midway: ${stderr}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000 && existsSync(join(a, "snapshots", C2, readme2.path)), () => `the download linking its README and reaching the middle of its GGUF (${download.stderr()})`, download.child);
     } finally {
-      download.kill("SIGKILL");
-      await exited;
+      download.child.kill("SIGKILL");
+      await download.closed;
     }
     assert.equal(snapshotLocks().length, 1, "the killed download's snapshot lock is left");
   };
