@@ -683,3 +683,26 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   assert.deepEqual(hub.requests.slice(before).filter((r) => r.server === "cdn").map((r) => r.headers.range), ["bytes=1000000-"]);
   assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
 });
+
+test("a download that waited for another and took over from it once it was killed leaves none of the dead one's locks behind", async () => {
+  const cache = join(dir, "took-over");
+  const gguf: FakeFile = { path: "over-Q8_0.gguf", content: randomBytes(5_000, 14) };
+  hub.add({ repo: "acme/over", commit: C1, files: [gguf] });
+  const locks = join(cache, ".locks", "models--acme--over");
+  const lock = join(locks, `${blobName(gguf)}.tsllm.lock`);
+  // another download of the commit, fetching the same file: it holds its snapshot lock and the file's
+  const other = holdLocks([join(locks, `snapshot-${C1}-0123456789ab.tsllm.lock`), lock]);
+  let download: ReturnType<typeof spawnTsllm> | undefined;
+  try {
+    await other.held;
+    download = spawnTsllm(["download", "acme/over:Q8_0"], { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl });
+    await until(() => download!.stderr().includes(`which holds ${lock}`), "the download saying it waits for the other", download.child);
+  } finally {
+    other.child.kill("SIGKILL");
+    await other.exited;
+  }
+  const { code, stderr } = await download.closed;
+  assert.equal(code, 0, stderr);
+  assert.deepEqual(readFileSync(join(cache, "models--acme--over", "snapshots", C1, gguf.path)), gguf.content);
+  assert.deepEqual(readdirSync(locks), [], "the killed one's snapshot lock goes too");
+});

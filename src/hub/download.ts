@@ -307,6 +307,9 @@ async function writeSnapshot(cache: RepoCache, source: HubSource, ref: HubRefere
   } finally {
     await release();
   }
+  // a download that died while this one ran (one it waited for, then took over from) left its
+  // locks after the clearing above
+  await cache.removeAbandonedLocks();
 }
 
 async function writeFiles(cache: RepoCache, source: HubSource, ref: HubReference, revision: string, listing: RepoListing, files: readonly string[], byPath: Map<string, RepoListing["files"][number]>, options: DownloadOptions & { timeoutMs: number }): Promise<void> {
