@@ -304,7 +304,47 @@ test("tsllm pipeline text-generation --do-sample / --no-do-sample, --temperature
   }
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --seed) is a usage error naming it and its tasks", () => {
+/*
+ * `tsllm pipeline text-generation` had no flag for transformers' repetition_penalty (the library's
+ * repetitionPenalty), and a sampled run's --json output did not say which seed made it: the run could
+ * not be repeated from its output (the seed went to stderr only, and only when drawn at random).
+ */
+test("tsllm pipeline text-generation --repetition-penalty (transformers' repetition_penalty) and --json's seed of a sampled run", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-pipeline-penalty-"));
+  try {
+    const run = (model: string, ...args: string[]) => tsllm("pipeline", "text-generation", "--model", model, "--input", "Once upon a time", "--json", "--threads", "1", "--max-new-tokens", "40", ...args);
+    const out = (r: ReturnType<typeof tsllm>) => {
+      assert.equal(r.status, 0, r.stderr);
+      return (JSON.parse(r.stdout) as Json[][])[0]![0]!;
+    };
+    // the flag as the folder's repetition_penalty: the same reply, another than without it
+    const folder = join(dir, "gpt2-penalty");
+    mkdirSync(folder);
+    for (const f of readdirSync(`${O}/gpt2-tiny`)) copyFileSync(join(`${O}/gpt2-tiny`, f), join(folder, f));
+    const own = JSON.parse(readFileSync(join(folder, "generation_config.json"), "utf8"));
+    writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...own, repetition_penalty: 1.8 }));
+    const penalized = out(run(`${O}/gpt2-tiny`, "--repetition-penalty", "1.8"));
+    assert.deepEqual(penalized, out(run(folder)));
+    assert.notEqual(penalized.generated_text, out(run(`${O}/gpt2-tiny`)).generated_text);
+    assert.deepEqual(out(run(folder, "--repetition-penalty", "1")), out(run(`${O}/gpt2-tiny`)), "the flag over the folder's");
+    for (const bad of ["0", "-1"]) {
+      const r = run(`${O}/gpt2-tiny`, "--repetition-penalty", bad);
+      assert.equal(r.status, 2);
+      assert.equal(r.stderr, `tsllm: error: --repetition-penalty must be > 0, got ${bad}\n`);
+    }
+    // a sampled run's JSON carries its seed, random or given; given back, the same reply; a greedy one has none
+    const sampled = run(`${O}/gpt2-tiny`, "--do-sample", "--max-new-tokens", "12");
+    const first = out(sampled);
+    assert.ok(Number.isInteger(first.seed), sampled.stdout);
+    assert.equal(sampled.stderr, `seed ${first.seed} (--seed ${first.seed} repeats the run)\n`);
+    assert.deepEqual(out(run(`${O}/gpt2-tiny`, "--do-sample", "--max-new-tokens", "12", "--seed", String(first.seed))), first);
+    assert.deepEqual(Object.keys(out(run(`${O}/gpt2-tiny`, "--max-new-tokens", "3"))), ["generated_text"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -317,7 +357,7 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["ner", "function-to-apply", "none", classification], ["fill-mask", "ignore-labels", "O", "token-classification, ner"], ["sentiment-analysis", "target", "good", "fill-mask"],
     ["fill-mask", "memory-margin", "0", "text-generation"],
     ["fill-mask", "do-sample", "", "text-generation"], ["ner", "no-do-sample", "", "text-generation"], ["sentiment-analysis", "temperature", "0.5", "text-generation"],
-    ["fill-mask", "top-p", "0.5", "text-generation"], ["feature-extraction", "seed", "3", "text-generation"],
+    ["fill-mask", "top-p", "0.5", "text-generation"], ["feature-extraction", "seed", "3", "text-generation"], ["sentiment-analysis", "repetition-penalty", "1.2", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

@@ -180,6 +180,62 @@ test("text-generation's repetitionPenalty reads the whole sequence, prompt inclu
   }
 });
 
+/** a copy of gpt2-tiny in `dir`/`name`: `config` over its config.json, and its generation_config.json left out when `generation` is null */
+function gpt2TinyConfig(dir: string, name: string, config: object, generation: object | null): string {
+  const folder = gpt2TinyWith(dir, name, generation ?? {});
+  if (generation === null) rmSync(join(folder, "generation_config.json"));
+  const own = JSON.parse(readFileSync(join(GPT2_TINY, "config.json"), "utf8"));
+  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...own, ...config }));
+  return folder;
+}
+
+/*
+ * transformers' pipeline takes a folder's generation settings from generation_config.json, else
+ * (from_pretrained's GenerationConfig.from_model_config, folders of old transformers versions) from
+ * config.json, then config.json's task_specific_params["text-generation"] (gpt2's do_sample: true)
+ * over them; generate() then applies every setting it knows (no_repeat_ngram_size, min_length,
+ * num_beams ...). tsllm's pipeline read generation_config.json only, and the settings it does not
+ * do were silently ignored: another text than transformers', told as the same.
+ */
+test("text-generation takes config.json's generation settings without a generation_config.json, task_specific_params over them, and refuses a setting it does not do (no_repeat_ngram_size, typical_p when sampling) naming it", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-folder-"));
+  const opened: TextGenerationPipeline[] = [];
+  const open = async (folder: string) => {
+    const gen = await pipeline("text-generation", folder, { threads: 1 });
+    opened.push(gen);
+    return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
+  };
+  try {
+    const plain = await open(GPT2_TINY);
+    // no generation_config.json: config.json's repetition_penalty and max_new_tokens
+    const old = await open(gpt2TinyConfig(dir, "old", { repetition_penalty: 1.8, max_new_tokens: 40 }, null));
+    const penalized = await plain({ repetitionPenalty: 1.8, maxNewTokens: 40 });
+    assert.equal(await old({}), penalized);
+    assert.notEqual(penalized, await plain({ maxNewTokens: 40 }), "the penalty changes this reply");
+    // beside a generation_config.json, config.json's settings are not read
+    assert.equal(await (await open(gpt2TinyConfig(dir, "beside", { repetition_penalty: 1.8 }, {})))({ maxNewTokens: 40 }), await plain({ maxNewTokens: 40 }));
+    // task_specific_params["text-generation"]: do_sample and temperature over the file's; its max_length unused beside max_new_tokens (the file's, or the pipeline's 256)
+    const task = await open(gpt2TinyConfig(dir, "task", { task_specific_params: { "text-generation": { do_sample: true, temperature: 0.7, max_length: 3 } } }, { max_new_tokens: 9, temperature: 1.5 }));
+    assert.equal(await task({ seed: 4 }), await plain({ doSample: true, temperature: 0.7, maxNewTokens: 9, seed: 4 }));
+    // refused, naming the setting and the file, before the weights load
+    const ngram = gpt2TinyConfig(dir, "ngram", {}, { no_repeat_ngram_size: 3 });
+    await assert.rejects(pipeline("text-generation", ngram, { threads: 1 }), new Error(`${ngram}/generation_config.json sets no_repeat_ngram_size 3, which transformers' text-generation pipeline applies (never repeats an n-gram of that size); tsllm's pipeline does not, so it refuses the folder rather than generate another text (remove no_repeat_ngram_size from it)`));
+    const beams = gpt2TinyConfig(dir, "beams", { task_specific_params: { "text-generation": { num_beams: 4 } } }, {});
+    await assert.rejects(pipeline("text-generation", beams, { threads: 1 }), (e: Error) => e.message.startsWith(`${beams}/config.json task_specific_params["text-generation"] sets num_beams 4, which transformers' text-generation pipeline applies (beam search)`));
+    // their no-op values are no setting: the plain reply
+    assert.equal(await (await open(gpt2TinyConfig(dir, "noop", {}, { no_repeat_ngram_size: 0, num_beams: 1, bad_words_ids: null, typical_p: 1 })))({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
+    // typical_p acts only when sampling: greedy runs, a sampling call is refused naming it
+    const typical = await open(gpt2TinyConfig(dir, "typical", {}, { typical_p: 0.5 }));
+    assert.equal(await typical({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
+    await assert.rejects(typical({ doSample: true, maxNewTokens: 8 }), /generation_config\.json sets typical_p 0\.5, .*it acts only when sampling: decode greedily \(doSample false\)/);
+    // a repetitionPenalty transformers refuses, named before any work
+    await assert.rejects(plain({ repetitionPenalty: 0 }), (e: unknown) => e instanceof OptionError && e.option === "repetitionPenalty" && e.message === "repetitionPenalty must be a finite number above 0 (1 for none), got 0");
+  } finally {
+    for (const g of opened) g.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
   const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });
   try {

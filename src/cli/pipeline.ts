@@ -10,7 +10,7 @@ export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TE
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
                       [--target WORD]... [--max-new-tokens N] [--max-length N] [--do-sample | --no-do-sample]
-                      [--temperature T] [--top-p P] [--seed S] [--memory-margin SIZE] [--threads N]
+                      [--temperature T] [--top-p P] [--repetition-penalty R] [--seed S] [--memory-margin SIZE] [--threads N]
                       [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
@@ -46,14 +46,18 @@ Options:
                                 generation_config.json do_sample, else greedy, as transformers)
   --temperature T               text-generation: sampling's temperature, above 0 (default: the folder's, else 1)
   --top-p P                     text-generation: sampling's top-p, 0 to 1 (default: the folder's top_p, else 1)
+  --repetition-penalty R        text-generation: divides the logit of each token already in the prompt or reply
+                                (multiplies a negative one), above 0, 1 for none; greedy or sampling (default:
+                                the folder's repetition_penalty, else 1; transformers' repetition_penalty)
   --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
                                 (default): a random one, printed (stderr) when the run samples: give it back to
-                                repeat the run
+                                repeat the run (with --json, a run that samples gives each result its "seed")
   --memory-margin SIZE          text-generation: free memory the default KV pool leaves unused, e.g. 512M, 0
                                 (default: TSLLM_MEMORY_MARGIN, else 1G; as generate and llama.cpp's fit target)
   --threads N                   worker threads
   --backend NAME                wasm (default), reference or webgpu
   --json                        one JSON array, one element per input: what transformers' pipeline returns for it
+                                (text-generation that samples: each generated_text beside the "seed" used)
   -h, --help                    show this help
 `;
 
@@ -79,6 +83,7 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "no-do-sample": ["text-generation"],
   temperature: ["text-generation"],
   "top-p": ["text-generation"],
+  "repetition-penalty": ["text-generation"],
   seed: ["text-generation"],
 };
 
@@ -87,7 +92,7 @@ export const PIPELINE_ARGS: OptionSpec = {
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" },
-  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -136,11 +141,13 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const doSample = flag(values, "do-sample") ? true : flag(values, "no-do-sample") ? false : undefined;
   const temperature = optionalNumber(values, "temperature", { min: 0 });
   const topP = optionalNumber(values, "top-p", { min: 0, max: 1 });
+  // transformers' RepetitionPenaltyLogitsProcessor takes a strictly positive penalty
+  const repetitionPenalty = optionalNumber(values, "repetition-penalty", { above: 0 });
   // drawn here, as generate's, so that a sampled run can say which seed it used
   const seedText = optionalString(values, "seed");
   const seedGiven = seedText !== undefined && seedText !== "-1";
   const seed = task === "text-generation" ? seedFrom(values) : undefined;
-  const sampling = { ...(doSample === undefined ? {} : { doSample }), ...(temperature === undefined ? {} : { temperature }), ...(topK == null ? {} : { topK }), ...(topP === undefined ? {} : { topP }), seed };
+  const sampling = { ...(doSample === undefined ? {} : { doSample }), ...(temperature === undefined ? {} : { temperature }), ...(topK == null ? {} : { topK }), ...(topP === undefined ? {} : { topP }), ...(repetitionPenalty === undefined ? {} : { repetitionPenalty }), seed };
   const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);
@@ -215,10 +222,12 @@ export async function runPipeline(argv: string[]): Promise<void> {
       }
     }
     running = undefined;
+    const sampled = p.task === "text-generation" && (p as TextGenerationPipeline).samples(sampling);
     // a random seed that was used: printed so that --seed repeats the run (as generate prints it)
-    if (p.task === "text-generation" && !seedGiven && (p as TextGenerationPipeline).samples(sampling)) process.stderr.write(`seed ${seed} (--seed ${seed} repeats the run)\n`);
+    if (sampled && !seedGiven) process.stderr.write(`seed ${seed} (--seed ${seed} repeats the run)\n`);
     if (flag(values, "json")) {
-      process.stdout.write(JSON.stringify(results) + "\n");
+      // a sampled run's output says which seed made it, so that it can be repeated from the output alone
+      process.stdout.write(JSON.stringify(sampled ? results.map((r) => (r as object[]).map((x) => ({ ...x, seed }))) : results) + "\n");
       return;
     }
     process.stdout.write(results.map((r, i) => table(p.task, inputs[i]!, r)).join("\n") + "\n");

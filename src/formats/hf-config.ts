@@ -291,7 +291,16 @@ export interface HFGenerationConfig {
 export function readGenerationConfig(folder: string): HFGenerationConfig {
   const path = join(folder, "generation_config.json");
   if (!existsSync(path)) return { defaults: {}, sampling: {}, eosTokenIds: [] };
-  const f = new Fields(path, readJsonObject(path));
+  return generationConfigOf(path, readJsonObject(path));
+}
+
+/**
+ * A generation config's settings from its JSON object (`path` names it in errors): the file's, or
+ * another object holding the same keys (the text-generation pipeline's config.json fallback and
+ * task_specific_params, as transformers' GenerationConfig.from_model_config reads them)
+ */
+export function generationConfigOf(path: string, o: Record<string, unknown>): HFGenerationConfig {
+  const f = new Fields(path, o);
   const defaults: GenerationDefaults = {};
   const doSample = f.has("do_sample") ? f.bool("do_sample", false) : undefined;
   const sampling: { temperature?: number; topK?: number; topP?: number; minP?: number } = {};

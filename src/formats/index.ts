@@ -3,7 +3,7 @@ export { GGUFError, GGUFMetadata, readGGUFHeader } from "./gguf-reader.js";
 export { GGUFValueType, type GGUFEntry, type GGUFHeader, type GGUFTensorInfo } from "./gguf-types.js";
 export { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "./gguf-writer.js";
 export { firstSplitPart, GGUFSplitTensorSource, readGGUFSplit, splitCount } from "./gguf-split.js";
-export { HF_ARCHITECTURES, readGenerationConfig, readHFConfig, readJsonObject, type GenerationDefaults, type HFModelConfig } from "./hf-config.js";
+export { HF_ARCHITECTURES, generationConfigOf, readGenerationConfig, readHFConfig, readJsonObject, type GenerationDefaults, type HFModelConfig } from "./hf-config.js";
 export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";
 export { GGUFTensorSource, type SourceTensorInfo, type TensorSource } from "./tensor-source.js";

@@ -1,11 +1,12 @@
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { isEncoderModel, loadsAsEncoder, readGenerationConfig, transformerFolder } from "../formats/index.js";
+import { isEncoderModel, loadsAsEncoder, transformerFolder } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { disposer, EMBED_OPTIONS, embeddingMaxTokens, embeddingsOf, embeddingTokens, embeddingTokensAsync, embedWith, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions } from "./embed.js";
 import { EncoderRunner, type EncoderLoadOptions } from "./encoder-runner.js";
 import { FEATURE_EXTRACTION_OPTIONS, featureExtraction, type FeatureExtractionOptions } from "./feature-extraction.js";
+import { folderGeneration } from "./generation-config.js";
 import { FILL_MASK_OPTIONS, fillMask, type FillMaskOptions } from "./fill-mask.js";
 import { knownOptions, textsOf } from "./inputs.js";
 import { TEXT_CLASSIFICATION_OPTIONS, textClassification, type TextClassificationInput, type TextClassificationOptions } from "./text-classification.js";
@@ -168,12 +169,12 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
   const path = await resolveFor(task, model);
   if (task === "text-generation") {
     checkGenerator(path);
+    // the folder's generation settings, before the weights load: one it does not do refuses the folder
+    const own = statSync(path).isDirectory() ? folderGeneration(path) : undefined;
     const m = await loadModel(path, { backend: options.backend, threads: options.threads, contextSize: options.contextSize, quantize: options.quantize, memoryMargin: options.memoryMargin, onWarning: warn });
     try {
-      // the folder's generation_config.json under the options given, as transformers' pipeline (a GGUF has none)
-      const { doSample, maxLength, sampling } = statSync(path).isDirectory() ? readGenerationConfig(path) : {};
-      const shipped = { ...m.generationDefaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), ...(sampling === undefined ? {} : { sampling }) };
-      return attach(textGeneration(m, calls, warn, shipped), { task, path, model: m, ...disposer(() => m.dispose()) });
+      // the folder's generation settings under the options given, as transformers' pipeline (a GGUF has no generation_config.json)
+      return attach(textGeneration(m, calls, warn, own ?? m.generationDefaults), { task, path, model: m, ...disposer(() => m.dispose()) });
     } catch (e) {
       m.dispose();
       throw e;

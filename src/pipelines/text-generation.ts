@@ -2,7 +2,7 @@ import type { ChatMessage, ChatMessageInput } from "../chat/index.js";
 import type { GenerationDefaults } from "../formats/index.js";
 import type { GenerateOptions } from "../generation/index.js";
 import type { Model } from "../llm.js";
-import { OptionError } from "../units/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 import { inputError, isObject, knownOptions, withDefaults } from "./inputs.js";
 
 export interface TextGenerationOptions {
@@ -28,7 +28,8 @@ export interface TextGenerationOptions {
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
 export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "seed", "returnFullText", "chatTemplate"];
 
-const DEFAULT_MAX_NEW_TOKENS = 256;
+/** transformers 5's TextGenerationPipeline._default_generation_config */
+export const DEFAULT_MAX_NEW_TOKENS = 256;
 
 /**
  * What the model's generation_config.json sets (Model's generation defaults, do_sample and max_length
@@ -42,10 +43,12 @@ export interface ShippedGeneration extends GenerationDefaults {
   readonly maxLength?: number;
   /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
   readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
+  /** a folder's setting that acts only when sampling and that tsllm does not do (typical_p ...): a call that samples is refused with it */
+  readonly samplingRefusal?: string;
 }
 
 /** transformers' GenerationConfig default max_length: its pipeline keeps its own 256 new tokens over it */
-const DEFAULT_MAX_LENGTH = 20;
+export const DEFAULT_MAX_LENGTH = 20;
 
 /**
  * The pipeline's own generation config, as transformers' Pipeline.__init__ prepares it: the file's
@@ -84,12 +87,15 @@ function pipelineConfig(shipped: ShippedGeneration, o: TextGenerationOptions): P
   };
 }
 
-/** the token budgets checked, before any work */
+/** the token budgets and the repetition penalty checked, before any work (the sampler's own check would name its repeatPenalty) */
 function checkBudgets(o: TextGenerationOptions): void {
   for (const k of ["maxNewTokens", "maxLength"] as const) {
     const v = o[k];
     if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new OptionError(`${k} must be a non-negative integer, got ${v}`, k);
   }
+  const p = o.repetitionPenalty;
+  // transformers' RepetitionPenaltyLogitsProcessor: "penalty has to be a strictly positive float"; 1 is none
+  if (p !== undefined && !(typeof p === "number" && Number.isFinite(p) && p > 0)) throw new OptionError(`repetitionPenalty must be a finite number above 0 (1 for none), got ${shownValue(p)}`, "repetitionPenalty");
 }
 
 /** the token an empty prompt starts from: BOS, as generate()'s _maybe_initialize_input_ids_for_generation (it fails without one too) */
@@ -167,6 +173,7 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
     if (doSample && temperature !== 1 && !(temperature > 0)) {
       throw new OptionError(`temperature must be above 0 when sampling (doSample), got ${temperature}: transformers refuses it too ("has to be a strictly positive float"); for greedy decoding leave doSample out or false`, "temperature");
     }
+    if (doSample && shipped.samplingRefusal !== undefined) throw new Error(shipped.samplingRefusal);
   };
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the

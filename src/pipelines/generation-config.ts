@@ -1,0 +1,129 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { generationConfigOf, readJsonObject } from "../formats/index.js";
+import { DEFAULT_MAX_LENGTH, DEFAULT_MAX_NEW_TOKENS, type ShippedGeneration } from "./text-generation.js";
+
+/**
+ * The generation settings a folder gives transformers' text-generation pipeline, as it comes by
+ * them: generation_config.json; without one, the generation keys of config.json (from_pretrained's
+ * GenerationConfig.from_model_config, which folders saved by old transformers versions rely on);
+ * then config.json's task_specific_params["text-generation"] over them (Pipeline.__init__'s legacy
+ * update: openai-community/gpt2 ships {do_sample: true, max_length: 50} there).
+ */
+
+/** the keys tsllm's pipeline honours (ShippedGeneration's) */
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length"];
+
+/**
+ * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
+ * the generation mode) that tsllm's pipeline does not: each with the values that do nothing (a
+ * missing key or null does nothing too) and what transformers does with another. Refused, naming
+ * the key, rather than silently generating another text.
+ */
+const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what: string])[] = [
+  ["no_repeat_ngram_size", [0], "never repeats an n-gram of that size"],
+  ["encoder_no_repeat_ngram_size", [0], "an encoder-decoder setting; transformers fails with it on a decoder-only model"],
+  ["encoder_repetition_penalty", [1], "penalizes or favours the prompt's tokens"],
+  ["min_length", [0], "holds EOS back until that many tokens"],
+  ["min_new_tokens", [0], "holds EOS back until that many new tokens"],
+  ["num_beams", [1], "beam search"],
+  ["num_beam_groups", [1], "diverse beam search"],
+  ["num_return_sequences", [1], "several sequences for each prompt"],
+  ["penalty_alpha", [0], "contrastive search"],
+  ["dola_layers", [], "DoLa decoding"],
+  ["bad_words_ids", [[]], "bans token sequences"],
+  ["force_words_ids", [[]], "constrained beam search"],
+  ["constraints", [[]], "constrained beam search"],
+  ["suppress_tokens", [[]], "bans tokens"],
+  ["begin_suppress_tokens", [[]], "bans tokens at the first step"],
+  ["forced_bos_token_id", [], "forces the first token"],
+  ["forced_eos_token_id", [], "forces EOS at the last step"],
+  ["forced_decoder_ids", [[]], "forces tokens at given steps"],
+  ["sequence_bias", [{}], "biases token sequences"],
+  ["exponential_decay_length_penalty", [], "favours EOS after a length"],
+  ["guidance_scale", [1], "classifier-free guidance"],
+  ["watermarking_config", [], "watermarks the text"],
+  ["stop_strings", [[]], "stops at those strings"],
+  ["max_time", [], "stops after that many seconds"],
+  ["token_healing", [false], "rewrites the prompt's last tokens"],
+];
+
+/** keys that act only when sampling (their warpers are added with do_sample only): refused by a call that samples */
+const NOT_DONE_SAMPLING: readonly (readonly [key: string, noOp: readonly unknown[], what: string])[] = [
+  ["typical_p", [1], "locally typical sampling"],
+  ["epsilon_cutoff", [0], "epsilon sampling"],
+  ["eta_cutoff", [0], "eta sampling"],
+];
+
+const GENERATION_KEYS = [...HONOURED, ...NOT_DONE.map(([k]) => k), ...NOT_DONE_SAMPLING.map(([k]) => k)];
+
+const isNoOp = (v: unknown, noOp: readonly unknown[]) => v === undefined || v === null || noOp.some((x) => JSON.stringify(x) === JSON.stringify(v));
+
+/** the first setting among `keys` that does something, told as an error about `source` */
+function refusal(o: Record<string, unknown>, sources: Readonly<Record<string, string>>, keys: typeof NOT_DONE): string | undefined {
+  for (const [key, noOp, what] of keys) {
+    if (isNoOp(o[key], noOp)) continue;
+    return `${sources[key]} sets ${key} ${JSON.stringify(o[key])?.slice(0, 60)}, which transformers' text-generation pipeline applies (${what}); tsllm's pipeline does not, so it refuses the folder rather than generate another text (remove ${key} from it)`;
+  }
+  return undefined;
+}
+
+function picked(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(GENERATION_KEYS.filter((k) => k in o).map((k) => [k, o[k]]));
+}
+
+/** config.json's task_specific_params["text-generation"], checked to be an object */
+function taskParams(path: string, config: Record<string, unknown>): Record<string, unknown> {
+  const all = config["task_specific_params"];
+  if (all === undefined || all === null) return {};
+  const own = typeof all === "object" && !Array.isArray(all) ? (all as Record<string, unknown>)["text-generation"] : all;
+  if (own === undefined || own === null) return {};
+  if (typeof own !== "object" || Array.isArray(own)) throw new Error(`${path}: task_specific_params["text-generation"]: expected an object of generation settings, got ${JSON.stringify(own)?.slice(0, 60)}`);
+  const params = own as Record<string, unknown>;
+  // transformers prepends the prefix to each prompt (the TransfoXL / XLNet padding text)
+  if (params["prefix"] !== undefined && params["prefix"] !== "") throw new Error(`${path}: task_specific_params["text-generation"] sets prefix, which transformers' text-generation pipeline puts before each prompt; tsllm's pipeline does not, so it refuses the folder rather than generate another text`);
+  return params;
+}
+
+/**
+ * task_specific_params come after Pipeline.__init__ has settled max_new_tokens (its own 256, unless
+ * the file's max_new_tokens, and dropped beside a file's max_length other than 20): where one is
+ * left, generate() lets it win over their max_length, which then does nothing (gpt2's max_length 50)
+ */
+function withoutUnusedLength(base: Record<string, unknown>, task: Record<string, unknown>): Record<string, unknown> {
+  const fileLength = base["max_length"] ?? DEFAULT_MAX_LENGTH;
+  const newTokens = base["max_new_tokens"] ?? DEFAULT_MAX_NEW_TOKENS;
+  const kept = newTokens !== DEFAULT_MAX_NEW_TOKENS || fileLength === DEFAULT_MAX_LENGTH;
+  if (!kept || task["max_length"] === undefined) return task;
+  const { max_length: _unused, ...rest } = task;
+  return rest;
+}
+
+/**
+ * The folder's generation settings for the text-generation pipeline; a setting it does not do that
+ * acts only when sampling is left to refuse a call that samples (samplingRefusal).
+ */
+export function folderGeneration(folder: string): ShippedGeneration {
+  const configPath = join(folder, "config.json");
+  const config = existsSync(configPath) ? readJsonObject(configPath) : {};
+  const filePath = join(folder, "generation_config.json");
+  const hasFile = existsSync(filePath);
+  const basePath = hasFile ? filePath : configPath;
+  const taskPath = `${configPath} task_specific_params["text-generation"]`;
+  const base = hasFile ? picked(readJsonObject(filePath)) : picked(config);
+  const task = withoutUnusedLength(base, picked(taskParams(configPath, config)));
+  const merged = { ...base, ...task };
+  const baseName = hasFile ? filePath : `${configPath} (no generation_config.json: transformers takes config.json's generation settings)`;
+  const sources = Object.fromEntries(Object.keys(merged).map((k) => [k, k in task ? taskPath : baseName]));
+  const refused = refusal(merged, sources, NOT_DONE);
+  if (refused !== undefined) throw new Error(refused);
+  // each part checked on its own, so that an error names where the value is written
+  generationConfigOf(basePath, base);
+  generationConfigOf(taskPath, task);
+  const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
+  const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
+  return {
+    ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
+    ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),
+  };
+}
