@@ -611,3 +611,108 @@ test("gemma3 tokenizer.json (Split on the String \" \", the library's `( )`): lo
   const texts = ["a".repeat(5_000), `${"中文".repeat(2_000)} x  y`, `x${" ".repeat(3_000)}y`, randomTexts(200, 46).join("")];
   await assertWindowedIds(tok, ref, texts);
 });
+
+/*
+ * Ordinary text under the windowed patterns (pre-tokenizers.ts, PieceCursor.cutSearch): a window
+ * is cut once where a word ends, and every match before the cut is one search of that window, as
+ * one search over the whole text would be. Checking each match's window instead cost 2.7 regex
+ * searches a piece under Llama 3's pattern and 3.6 under tekken's (1.6-1.7x the CPU time).
+ */
+function ordinaryText(chars: number): string {
+  const words = ["The", "river", "Thames", "flows", "through", "London", "in", "1666", "and", "it's", "(see", "below)", "wasn't", "É", "über", "naïve", "12,5%", "—", "x2", "\"quoted\"", "C++", "a.b", "中文", "東京"];
+  const seps = [" ", " ", " ", ", ", ". ", "\n", "  ", "\n\n", " ; "];
+  let state = 7, text = "";
+  const next = (n: number): number => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) % n;
+  while (text.length < chars) text += words[next(words.length)]! + seps[next(seps.length)]!;
+  return text;
+}
+
+/** the regex searches (exec, test, matchAll ... all go through RegExp.prototype.exec) that `f` makes */
+function searchesOf<T>(f: () => T): [T, number] {
+  const exec = RegExp.prototype.exec;
+  let searches = 0;
+  RegExp.prototype.exec = function (this: RegExp, s: string) {
+    searches++;
+    return exec.call(this, s);
+  };
+  try {
+    return [f(), searches];
+  } finally {
+    RegExp.prototype.exec = exec;
+  }
+}
+
+test("ordinary text under GPT-2's, Llama 3's, Qwen2's, tekken's and deepseek-v3's patterns: about one regex search a piece, the pieces of one search over the whole text", () => {
+  const text = ordinaryText(200_000);
+  for (const pre of ["gpt-2", "llama-bpe", "qwen2", "tekken", "deepseek-v3"]) {
+    const patterns = preTokenizerPatterns(pre)!.slice(-1);
+    const [{ pieces }, searches] = searchesOf(() => piecesOf(text, patterns));
+    assert.deepEqual(pieces, wholeSplit(text, patterns), pre);
+    // a few more: the cut looked for once a window (16K characters)
+    assert.ok(searches <= pieces.length * 1.01 + 50, `${pre}: ${searches} regex searches for ${pieces.length} pieces`);
+  }
+});
+
+/*
+ * A Split `\s+$` (deepseek-llm's tokenizer.json; the tokenizers library reads it as
+ * `\p{White_Space}+$`), and any `C+$` or `(?<!C)C+$`, is found backward from the piece's end
+ * (pre-tokenizers.ts, TrailingRun): one search of it from the start tries every white space of
+ * every run, reading each to the run's end: 40K spaces then a digit took 3 s, 1M would take
+ * half an hour. Judge: each pattern's matches over the whole text.
+ */
+const TRAILING_SPELLINGS = ["\\p{White_Space}+$", "\\s+$", "(?<!\\s)\\s+$", "[ \\t]+$", "a+$", "😀+$", "\\u{1d400}+$", ".+$"];
+
+test("a Split of a run to the piece's end (`\\s+$` as tokenizer.json spells it, any `C+$`) splits as one search over the whole text", () => {
+  let compared = 0;
+  for (const source of TRAILING_SPELLINGS) {
+    const patterns = [new RegExp(source, "gu")];
+    for (const text of [...runTexts(), ...randomTexts(300, 47, ["a", "😀", "\u{1d400}", "\ud83d", "\ude00", " \t "])]) {
+      const want = wholeSplit(text, patterns);
+      for (const chars of [4, 5, 16]) {
+        assert.deepEqual(withWindow(chars, () => piecesOf(text, patterns).pieces), want, `${source}, window ${chars}: ${JSON.stringify(text)}`);
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared > 15_000, `${compared} splits compared`);
+});
+
+test("a long run of white space under a Split `\\s+$`, at the piece's end or before a digit, is looked for a window at a time", () => {
+  // before: one search over the piece (no report), quadratic where the run does not end the piece
+  const re = /\p{White_Space}+$/gu;
+  for (const text of [`x${" ".repeat(200_000)}`, `${"\u3000".repeat(200_000)}`]) {
+    const { pieces, reports } = piecesOf(text, [re]);
+    assert.deepEqual(pieces, wholeSplit(text, [re]));
+    assert.ok(reports >= Math.floor(200_000 / longMatchWindow.chars) - 1, `${JSON.stringify(text.slice(0, 2))}: ${reports} reports`);
+  }
+  // 1M spaces then a digit: the piece does not end in white space, so there is no match (one regex test)
+  const text = `${" ".repeat(1_000_000)}1`;
+  const [{ pieces }, searches] = searchesOf(() => piecesOf(text, [re]));
+  assert.deepEqual(pieces, [text]);
+  assert.ok(searches <= 2, `${searches} regex searches`);
+});
+
+test("gpt2-tiny with deepseek-llm's Splits as its tokenizer.json spells them (`\\s+$`): long runs of white space give @huggingface/tokenizers' ids", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-long-matches-trailing-"));
+  try {
+    const tj = JSON.parse(readFileSync(join(gpt2!, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    tj.pre_tokenizer = {
+      type: "Sequence",
+      pretokenizers: [
+        ...["[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "\\s+$", "\\p{N}+"].map((regex) => ({ type: "Split", pattern: { Regex: regex }, behavior: "Isolated", invert: false })),
+        { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ],
+    };
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tj));
+    const tok = await tokenizerFromFolder(dir), ref = await tokenizerFromFolder(dir, { libraryOnly: true });
+    assert.notEqual(tok.encoder, "library");
+    // (the library's own search of `\s+$` is quadratic: runs of a few thousand)
+    const texts = [
+      `x${" ".repeat(3_000)}`, `${" ".repeat(3_000)}1`, `a \t${"\u3000".repeat(2_000)}`, `1${" ".repeat(2_000)}2${" \t".repeat(1_000)}`, "hello world  ", ordinaryText(20_000),
+      randomTexts(200, 48).join(""),
+    ];
+    await assertWindowedIds(tok, ref, texts);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

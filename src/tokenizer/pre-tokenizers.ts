@@ -42,9 +42,41 @@ const DEEPSEEK_CJK = "[\\u4e00-\\u9fa5\\u0800-\\u4e00\\uac00-\\ud7ff]";
  * deepseek-llm's trailing whitespace, `\s+$`, starting only where a whitespace run starts: the same
  * leftmost match (a run that reaches the end begins after a non-space), but a backtracking engine
  * no longer tries `\s+$` from every space of a run that does not reach the end, which made 200K
- * spaces then a digit take 100 s (quadratic).
+ * spaces then a digit take 100 s (quadratic). Found backward without the regex (TrailingRun).
  */
 const TRAILING_SPACE = `(?<!${S})${S}+$`;
+/**
+ * A run of one class to the piece's end, `C+$` (deepseek-llm's tokenizer.json writes `\s+$`, which
+ * the tokenizers library reads as `\p{White_Space}+$`), or one starting where no C comes before,
+ * `(?<!C)C+$` (TRAILING_SPACE), C matching one code point. The leftmost match from a position is
+ * the run of C ending the piece, begun no earlier than there (`C+$`; `(?<!C)C+$` has none where
+ * the run begins earlier), found backward from the piece's end. One search of `C+$` tries every
+ * C of every run and reads each to the run's end: 40K spaces then a digit took 3 s (quadratic).
+ */
+interface TrailingRun {
+  /** `(?<!C)`: a run begun before where the search starts is no match */
+  readonly wholeRun: boolean;
+  /** one character of C */
+  readonly one: RegExp;
+  /** the last character not in C, where only C follows it */
+  readonly lastOther: RegExp;
+}
+const TRAILING_RUNS = new Map<string, TrailingRun | null>();
+function trailingRunOf(re: RegExp): TrailingRun | undefined {
+  return parsedOnce(re, TRAILING_RUNS, parseTrailingRun);
+}
+function parseTrailingRun(source: string): TrailingRun | null {
+  let start = 0, behind: string | undefined;
+  if (source.startsWith("(?<!")) {
+    const e = atomEnd(source, 4);
+    if (e < 0 || source[e] !== ")") return null;
+    behind = source.slice(4, e);
+    start = e + 1;
+  }
+  const end = atomEnd(source, start), c = source.slice(start, end);
+  if (end < 0 || source.slice(end) !== "+$" || (behind !== undefined && behind !== c)) return null;
+  return { wholeRun: behind !== undefined, one: new RegExp(`^${c}$`, "u"), lastOther: new RegExp(`(?!${c})[^](?=${c}*$)`, "u") };
+}
 /**
  * A pattern that is one character class, optionally after one character of another and optionally
  * repeated (`P?C+`, `C+`, `C`, `C{1,3}`; ClassRuns): a leftmost match is decided by at most one character
@@ -69,6 +101,17 @@ function classRun(prefix: string, cls: string, repeat: "+" | "" | "{1,3}" = "+")
 /** pattern source -> its ClassRun, or null where it is none (a few per tokenizer; bounded) */
 const CLASS_RUNS = new Map<string, ClassRun | null>();
 
+/** what `parse` makes of a `gu` pattern's source, kept per source in `cache` (a few per tokenizer; bounded) */
+function parsedOnce<T>(re: RegExp, cache: Map<string, T | null>, parse: (source: string) => T | null): T | undefined {
+  if (re.flags !== "gu") return undefined;
+  let parsed = cache.get(re.source);
+  if (parsed === undefined) {
+    parsed = parse(re.source);
+    if (cache.size < 1000) cache.set(re.source, parsed);
+  }
+  return parsed ?? undefined;
+}
+
 /**
  * The ClassRun a pattern is, whatever its spelling: a tokenizer.json writes classes its own way
  * (DeepSeek-V3's second Split has its ranges as literal characters, `[一-龥぀-ゟ゠-ヿ]+`, where
@@ -77,13 +120,7 @@ const CLASS_RUNS = new Map<string, ClassRun | null>();
  * property or class escape, `.`, one character.
  */
 function classRunOf(re: RegExp): ClassRun | undefined {
-  if (re.flags !== "gu") return undefined;
-  let run = CLASS_RUNS.get(re.source);
-  if (run === undefined) {
-    run = parseClassRun(re.source);
-    if (CLASS_RUNS.size < 1000) CLASS_RUNS.set(re.source, run);
-  }
-  return run ?? undefined;
+  return parsedOnce(re, CLASS_RUNS, parseClassRun);
 }
 
 function parseClassRun(source: string): ClassRun | null {
@@ -217,10 +254,18 @@ export class PieceCursor {
   /** per pattern: a RunPattern (Llama 3's, Qwen2's, deepseek-v3's, tekken's), a ClassRun, a bounded pattern's reach */
   private readonly runPatterns: (RunPattern | undefined)[];
   private readonly classRuns: (ClassRun | undefined)[];
+  private readonly trailingRuns: (TrailingRun | undefined)[];
   private readonly reach: (number | undefined)[];
   /** per pattern (RunPatterns, ClassRuns, sentinels): a long match's start, and its end being looked for */
   private readonly scanStart: Int32Array;
   private readonly matchScan: (Generator<number, number> | undefined)[];
+  /**
+   * per pattern (LongRuns, RunPatterns): a cut of the piece where a word ends (WORD_CUT; 0: none
+   * yet), the piece up to just past it, and where the next cut is looked for from
+   */
+  private readonly cutAt: Int32Array;
+  private readonly cutWindow: string[];
+  private readonly noCutBefore: Int32Array;
 
   /**
    * `emptyMatchCuts`: an empty match ends the gap before it (Hugging Face's JS tokenizers split
@@ -239,9 +284,13 @@ export class PieceCursor {
     this.runSpaces = new Array<boolean>(n).fill(false);
     this.runPatterns = patterns.map((re) => (re.flags === "gu" ? RUN_PATTERNS.get(re.source) : undefined));
     this.classRuns = patterns.map(classRunOf);
+    this.trailingRuns = patterns.map(trailingRunOf);
     this.reach = patterns.map((re) => (re.flags === "gu" ? BOUNDED.get(re.source) : undefined));
     this.scanStart = new Int32Array(n);
     this.matchScan = new Array<Generator<number, number> | undefined>(n);
+    this.cutAt = new Int32Array(n);
+    this.cutWindow = new Array<string>(n);
+    this.noCutBefore = new Int32Array(n);
     // no patterns: the text is the one piece
     if (n === 0) this.piece[0] = text;
     else this.enter(0, text);
@@ -252,6 +301,7 @@ export class PieceCursor {
     this.gapStart[level] = 0;
     this.searchFrom[level] = 0;
     this.pending[level] = undefined;
+    this.cutAt[level] = this.noCutBefore[level] = 0;
   }
 
   /**
@@ -280,7 +330,11 @@ export class PieceCursor {
         const re = this.patterns[d]!;
         let m: RegExpExecArray | null;
         const runs = this.longRuns[d], runPattern = this.runPatterns[d], classRun = this.classRuns[d], reach = this.reach[d];
-        if (runs && piece.length - from > longMatchWindow.chars) {
+        const settled = (runs !== undefined || runPattern !== undefined) && piece.length - from > longMatchWindow.chars ? this.cutSearch(d, piece, from) : undefined;
+        if (settled !== undefined) {
+          if (typeof settled === "number") return settled;
+          m = settled;
+        } else if (runs && piece.length - from > longMatchWindow.chars) {
           const found = this.windowed(d, runs, piece, from);
           if (typeof found === "number") return found;
           m = found;
@@ -296,8 +350,9 @@ export class PieceCursor {
           const found = this.sentinelWindowed(d, piece, from);
           if (typeof found === "number") return found;
           m = found;
-        } else if (re.source === TRAILING_SPACE && re.flags === "gu" && piece.length - from > longMatchWindow.chars) {
-          const found = this.trailingWindowed(d, piece, from);
+        } else if (this.trailingRuns[d] !== undefined) {
+          // (any length: one search of `C+$` is quadratic in the piece's runs of C)
+          const found = this.trailingWindowed(d, this.trailingRuns[d], piece, from);
           if (typeof found === "number") return found;
           m = found;
         } else if (classRun !== undefined && piece.length - from > longMatchWindow.chars) {
@@ -338,6 +393,35 @@ export class PieceCursor {
       this.enter(d + 1, child);
       this.depth = d + 1;
     }
+  }
+
+  /**
+   * A LongRuns or RunPattern pattern searched from `from` in the piece up to a cut (WORD_CUT)
+   * found once per window: its match there where it starts before the cut, else the search goes
+   * on from the cut (a number: characters read). undefined: no cut within a window of `from`
+   * (a long run: the window's own search, runWindowed or windowed, takes it). On ordinary text
+   * this is one search per match, as searching the whole piece is, where checking each match's
+   * window cost up to 1.7x that.
+   */
+  private cutSearch(d: number, piece: string, from: number): RegExpExecArray | number | undefined {
+    let cut = this.cutAt[d]!;
+    if (from >= cut) {
+      if (from < this.noCutBefore[d]!) return undefined;
+      const chars = Math.max(4, longMatchWindow.chars), x = windowEnd(piece, from + chars);
+      WORD_CUT.lastIndex = from + (chars >> 1);
+      const f = WORD_CUT.exec(piece.slice(0, x));
+      if (f === null) {
+        // looked for again a half window on: each character is read by at most two of these searches
+        this.noCutBefore[d] = from + (chars >> 1);
+        return undefined;
+      }
+      cut = this.cutAt[d] = f.index + f[0].length;
+      this.cutWindow[d] = piece.slice(0, windowEnd(piece, cut + 1));
+    }
+    const re = this.patterns[d]!;
+    re.lastIndex = from;
+    const m = re.exec(this.cutWindow[d]!);
+    return m !== null && m.index < cut ? m : this.searchOnFrom(d, from, cut);
   }
 
   /**
@@ -462,15 +546,14 @@ export class PieceCursor {
   }
 
   /**
-   * deepseek-llm's trailing white space searched from `from`: the piece's last run of white space
-   * where the piece ends with one and the run starts at or after `from` (a match needs a non-space
-   * or the piece's start before it), looked for backward a window per call (a number: characters read).
+   * A TrailingRun searched from `from`: the run of C ending the piece, where it ends with one,
+   * from `from` on (`(?<!C)`: none where the run begins before `from`), looked for backward a
+   * window per call (a number: characters read).
    */
-  private trailingWindowed(d: number, piece: string, from: number): RegExpExecArray | null | number {
+  private trailingWindowed(d: number, run: TrailingRun, piece: string, from: number): RegExpExecArray | null | number {
     if (this.matchScan[d] === undefined) {
-      // white space is all in the BMP: a piece ending otherwise has no match
-      if (!SPACE_CHAR.test(piece[piece.length - 1]!)) return null;
-      this.matchScan[d] = trailingRunStart(piece, from);
+      if (from >= piece.length || !run.one.test(charAt(piece, charStart(piece, piece.length - 1)))) return null;
+      this.matchScan[d] = trailingRunStart(piece, from, run);
     }
     const step = this.matchScan[d]!.next();
     if (!step.done) return step.value;
@@ -565,19 +648,24 @@ function* runEnd(piece: string, i: number, end: RegExp): Generator<number, numbe
   }
 }
 
-/** where the run of white space ending `piece` starts, -1 where before `from` (no match from there); yields characters read a window at a time, backward */
-function* trailingRunStart(piece: string, from: number): Generator<number, number> {
+/**
+ * where the run of C ending `piece` starts, at `from` at the earliest (`wholeRun`: -1 where it
+ * starts before, no match from there); yields characters read a window at a time, backward
+ */
+function* trailingRunStart(piece: string, from: number, run: TrailingRun): Generator<number, number> {
   for (let i = piece.length; ;) {
-    const a = Math.max(from, i - Math.max(4, longMatchWindow.chars));
-    const f = LAST_NON_SPACE.exec(piece.slice(a, i));
+    // (a window starting inside a surrogate pair takes the pair)
+    const a = charStart(piece, Math.max(from, i - Math.max(4, longMatchWindow.chars)));
+    const f = run.lastOther.exec(piece.slice(a, i));
     if (f !== null) return a + f.index + f[0].length;
-    // the window is all white space (a split pair at `a` would have been a non-space)
-    if (a <= from) return from === 0 || !SPACE_CHAR.test(piece[from - 1]!) ? from : -1;
+    // the window is all C
+    if (a <= from) return from === 0 || !run.wholeRun || !run.one.test(charAt(piece, charStart(piece, from - 1))) ? from : -1;
     yield i - a;
     i = a;
   }
 }
-const LAST_NON_SPACE = new RegExp(`${NS}(?=${S}*$)`, "u");
+/** the character (code point) at `i` */
+const charAt = (piece: string, i: number): string => String.fromCodePoint(piece.codePointAt(i)!);
 
 /** where the run of white space from `p` ends, and its last "\r" or "\n" (-1: none) */
 function* spaceRun(piece: string, p: number): Generator<number, [number, number]> {
@@ -600,7 +688,7 @@ function* spaceRun(piece: string, p: number): Generator<number, [number, number]
 /** the index of the first of `classes` the character at `i` is in (their count: none), -1 past the end */
 function classOf(piece: string, i: number, classes: readonly RegExp[]): number {
   if (i >= piece.length) return -1;
-  const ch = String.fromCodePoint(piece.codePointAt(i)!);
+  const ch = charAt(piece, i);
   const k = classes.findIndex((c) => c.test(ch));
   return k < 0 ? classes.length : k;
 }
@@ -766,6 +854,18 @@ function charStart(piece: string, i: number): number {
   const c = piece.charCodeAt(i);
   return c >= 0xdc00 && c <= 0xdfff && i > 0 && piece.charCodeAt(i - 1) >= 0xd800 && piece.charCodeAt(i - 1) <= 0xdbff ? i - 1 : i;
 }
+
+/**
+ * A cut for LongRuns and RunPatterns: a letter, then a character that is neither letter nor mark;
+ * or a digit, then one that is neither letter, mark nor digit (at the cut). Of those patterns only
+ * the letter and digit alternatives read a letter or digit (deepseek-v3's letters may start on
+ * one digit), and they stop at the first character that goes on no run of letters (letters and
+ * marks) or of digits; every other run they read, of white space or others, stops at a letter
+ * or digit (GPT-2's lookahead reads one character past white space). So a search from before the
+ * cut reads nothing past it, and a match starting before it ends at or before it: a search of the
+ * piece up to one character past the cut is the piece's there.
+ */
+const WORD_CUT = /\p{L}(?=[^\p{L}\p{M}])|\p{N}(?=[^\p{L}\p{M}\p{N}])/gu;
 
 /** the characters GPT-2's pattern is searched in at a time from where a piece goes on (PieceCursor); tests set it small */
 export const longMatchWindow = { chars: SCAN_CHARS };
