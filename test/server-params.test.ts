@@ -576,6 +576,24 @@ describe("a token limit the KV cache cannot hold, on stories260K with a 48-token
     assert.equal(text.json.error.param, "max_completion_tokens");
   });
 
+  test("a prompt the KV cache cannot hold, with no token limit: a 400 naming the prompt, not a max_tokens the request did not send", async () => {
+    // the server picks the limit where none is given (what the context and the KV cache leave, at
+    // least a token); the engine's refusal of it named max_tokens and told the client to lower it
+    const long = Array.from({ length: 100 }, () => 100);
+    const r = await post(`${s.url}/v1/completions`, { prompt: long });
+    assert.equal(r.status, 400);
+    assert.deepEqual([r.json.error.param, r.json.error.code], ["prompt", "context_length_exceeded"]);
+    assert.match(r.json.error.message, /^the request needs room for up to \d+ tokens of KV cache \(prompt 100 \+ a completion of 1\) but the KV cache holds 48 tokens \(\d+ bytes\); shorten the prompt, or start the server with a larger kvCacheBytes$/);
+    const wide = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "Once upon a time there was" }], n: 3 });
+    assert.deepEqual([wide.status, wide.json.error.param], [400, "messages"]);
+    assert.match(wide.json.error.message, /, 3 choices\) .*; shorten the messages or ask for fewer choices, or start the server with a larger kvCacheBytes$/);
+    assert.doesNotMatch(`${r.json.error.message} ${wide.json.error.message}`, /max_tokens|maxTokens/);
+    // with a limit given, the limit is still what it names
+    const given = await post(`${s.url}/v1/completions`, { prompt: long, max_tokens: 1 });
+    assert.deepEqual([given.status, given.json.error.param], [400, "max_tokens"]);
+    assert.match(given.json.error.message, /\+ max_tokens 1\).*; lower max_tokens, or start the server with a larger kvCacheBytes$/);
+  });
+
   test("the engine's refusals speak the server's words: the request's field, and the options this server was started with from the library (kvCacheBytes, contextSize), never the library's maxTokens nor serve's flags", async () => {
     const wrong = /maxTokens|--kv-memory|--ctx-size/;
     for (const name of ["max_completion_tokens", "max_tokens"]) {

@@ -38,6 +38,8 @@ interface Job {
   constraintParam?: string;
   /** the name the request gave its token limit by */
   maxTokensParam: string;
+  /** whether the request set its token limit (else the server chose one: what the context and KV cache leave) */
+  limitGiven: boolean;
 }
 
 const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
@@ -162,6 +164,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   const n = options.n ?? 1;
   const context = model.contextSize;
   for (const p of prompts) checkRoom(p.length, context, options.maxTokens, PROMPT_PARAM[kind], maxTokensParam(body), ctx.settings);
+  const limitGiven = options.maxTokens !== undefined;
   if (options.maxTokens === undefined) {
     // as vLLM (max_model_len less the prompt) and llama-server (n_predict -1): up to the end of the
     // context, which each of the n choices has to itself; bounded by what the KV cache holds for the
@@ -173,7 +176,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body),
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
@@ -286,7 +289,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
     for (const p of job.prompts) runs.push(submitOne(ctx, p, { ...job.options, signal: controller.signal }));
   } catch (e) {
     controller.abort();
-    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings, schema: responseFormatParam(job.options) });
+    throw fromSubmitError(e, { prompt: PROMPT_PARAM[job.kind], maxTokens: job.maxTokensParam, settings: ctx.settings, schema: responseFormatParam(job.options), limitGiven: job.limitGiven });
   }
   return runs;
 }

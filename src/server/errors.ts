@@ -71,9 +71,10 @@ const OPTION_PARAM: Record<string, string> = { logprobs: "logprobs", n: "n", jso
  * `named.maxTokens`, `named.schema`); other RangeErrors and TypeErrors 400s without one; anything else is the
  * server's fault.
  */
-export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string; settings: SettingNames; schema?: string }): ApiError {
+export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: string; settings: SettingNames; schema?: string; limitGiven?: boolean }): ApiError {
   if (e instanceof ApiError) return e;
   const message = e instanceof Error ? e.message : String(e);
+  if (e instanceof OptionError && e.option === "maxTokens" && named.limitGiven === false) return promptPastKvCache(e, message, named.prompt, named.settings);
   if (e instanceof OptionError) {
     let param = e.option === "prompt" ? named.prompt : e.option === "maxTokens" ? named.maxTokens : (OPTION_PARAM[e.option] ?? PARAM_OF[e.option] ?? e.option);
     // (a schema the grammar cannot hold: the spot in it its message names)
@@ -82,6 +83,21 @@ export function fromSubmitError(e: unknown, named: { prompt: string; maxTokens: 
   }
   if (e instanceof RangeError || e instanceof TypeError) return new ApiError(400, message);
   return internal(e, named.settings);
+}
+
+/**
+ * The engine's refusal of a token limit the KV cache cannot hold, for a request that gave none (the
+ * server left its completion what the context and the KV cache hold, at least a token): the prompt
+ * is what the client can change, so the 400 names it, and the completion is not called max_tokens,
+ * which the request did not send
+ */
+function promptPastKvCache(e: OptionError, message: string, prompt: string, settings: SettingNames): ApiError {
+  const fewer = /, \d+ (choices|beams)\)/.exec(message)?.[1];
+  const words = refusalInTerms(message, {
+    maxTokens: "a completion of",
+    kvCacheTooSmall: `shorten the ${prompt}${fewer ? ` or ask for fewer ${fewer}` : ""}, or start the server with a larger ${settings.kvCacheBytes}`,
+  });
+  return new ApiError(400, words, "invalid_request_error", prompt, (e instanceof RequestError ? e.code : undefined) ?? "context_length_exceeded");
 }
 
 /**
