@@ -137,3 +137,12 @@ test("concurrent holders in one process take turns", async () => {
   for (let i = 0; i < events.length; i += 2) assert.equal(events[i + 1], events[i]!.replace("in", "out"), events.join(", "));
   assert.ok(!existsSync(lock));
 });
+
+test("a wait on a lock whose holder has not written its pid yet names another process, not a blank pid", { timeout: 30_000 }, async () => {
+  const lock = join(dir, "unwritten.tsllm.lock");
+  writeFileSync(lock, ""); // created with O_EXCL, its token not written yet (or its writer died right then)
+  const heard: string[] = [];
+  await assert.rejects(withFileLock(lock, async () => undefined, AbortSignal.timeout(300), (holder) => heard.push(holder)), { name: "TimeoutError" });
+  assert.deepEqual(heard, ["another process"]);
+  rmSync(lock);
+});
