@@ -484,12 +484,16 @@ describe("endpoint and token", () => {
     }
   });
 
-  test("a gated repo without a token says to set HF_TOKEN", async () => {
-    await assert.rejects(downloadModel("acme/gated", opts(tmp())), (e: HubError) => {
+  test("a gated repo without a token says to set HF_TOKEN, and leaves no empty repo folder for ls to list", async () => {
+    const cache = tmp();
+    await assert.rejects(downloadModel("acme/gated", opts(cache)), (e: HubError) => {
       assert.equal(e.code, "unauthorized");
       assert.match(e.message, /acme\/gated.*gated or private.*HF_TOKEN/);
       return true;
     });
+    // as huggingface_hub, which makes its folders once a file's metadata came
+    assert.deepEqual(tree(cache), []);
+    assert.deepEqual(readdirSync(cache), []);
   });
 
   test("a token without access to a gated repo: the 403 says so, with the Hub's own words", async () => {

@@ -1,5 +1,5 @@
 import { constants, existsSync, lstatSync, readFileSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
-import { access, mkdir, rename, symlink, writeFile, copyFile } from "node:fs/promises";
+import { access, mkdir, rename, rmdir, symlink, writeFile, copyFile } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
 import { homedir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
@@ -132,6 +132,17 @@ export class RepoCache {
    */
   removeAbandonedLocks(): Promise<void> {
     return removeAbandonedLocksIn(this.lockDir(), (name) => name.endsWith(LOCK_SUFFIX));
+  }
+
+  /**
+   * Removes the repo folder and its lock folder where they hold no file (only empty folders): what
+   * a download that failed before it kept anything made. A partial file kept to resume, a link, any
+   * file at all, keeps its folder; a download beside this one makes what it needs again.
+   */
+  async removeIfEmpty(): Promise<void> {
+    await removeEmptyFolders(this.dir);
+    await removeEmptyFolders(this.lockDir());
+    await rmdir(dirname(this.lockDir())).catch(() => undefined); // .locks, once no repo has a folder there
   }
 
   snapshotDir(commit: string): string {
@@ -274,6 +285,18 @@ export async function writable(dir: string): Promise<boolean> {
     if (isIoError(e)) return false;
     throw e;
   }
+}
+
+/** removes `dir` and the folders under it, bottom up, where they hold no file (symlinks are not followed) */
+async function removeEmptyFolders(dir: string): Promise<void> {
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return; // gone, or not a folder
+  }
+  for (const e of entries) if (e.isDirectory()) await removeEmptyFolders(join(dir, e.name));
+  await rmdir(dir).catch(() => undefined); // not empty: something is kept there
 }
 
 /** a cache root must exist for realpath checks; callers create it before writing */

@@ -250,6 +250,7 @@ export async function downloadModel(reference: string | HubReference, options: D
   // every name that becomes a path is checked before anything is written
   for (const f of selection.files) checkRelativePath(f, `file name listed by ${context}`);
   cache.snapshotDir(listing.commit);
+  const existed = existsSync(cache.dir);
 
   try {
     try {
@@ -263,6 +264,9 @@ export async function downloadModel(reference: string | HubReference, options: D
       throw new HubError("disk", `cannot write the cache ${cache.root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; point ${variable} (the cacheDir option) at a writable folder`);
     }
   } catch (e) {
+    // a first download that kept nothing (a refused token, a file the hub lacks) leaves no empty
+    // repo folder for ls to list, as huggingface_hub makes its folders only once a file's metadata came
+    if (!existed) await cache.removeIfEmpty();
     // the branch moved but its new commit could not be fetched (the connection broke, the disk is
     // full): the commit cached before still serves, as it did before the branch was asked; the
     // ref is not moved, so the next run tries again (what was fetched is kept and resumed)
