@@ -156,3 +156,30 @@ test("generate --file / stdin, tokenize --file / --stdin and embed --file proces
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("perplexity --file drops one final line break and processes the escapes, as llama-perplexity's -f; --no-escape scores the backslashes", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-escapes-ppl-"));
+  try {
+    const story = "Once upon a time there was a little cat.\\nShe liked to play.\\t";
+    const file = join(dir, "text.txt");
+    writeFileSync(file, `${story.repeat(12)}\n`);
+    const tokens = (args: string[]) => {
+      const r = tsllm(["perplexity", "--model", sharedFile(MODEL)!, "--file", file, "--ctx", "16", "--chunks", "1", "--backend", "reference", "--json", ...args]);
+      assert.equal(r.code, 0, r.stderr);
+      return (JSON.parse(r.stdout) as { textTokens: number }).textTokens;
+    };
+    // the judge: llama.cpp's tokenizer of the text llama-perplexity scores (BOS first, special text as text)
+    const model = await (await sharedLlama()).loadModel({ modelPath: sharedFile(MODEL)!, vocabOnly: true });
+    try {
+      const count = (text: string) => 1 + model.tokenize(text, false).length;
+      const processed = "Once upon a time there was a little cat.\nShe liked to play.\t".repeat(12);
+      assert.equal(tokens([]), count(processed));
+      assert.equal(tokens(["--no-escape"]), count(story.repeat(12)));
+      assert.notEqual(count(processed), count(`${processed}\n`), "the final line break is a token of its own");
+    } finally {
+      await model.dispose();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -97,3 +97,14 @@ test("generate --draft-model naming a folder without config.json, or an empty fi
     assert.equal(r.stdout, "");
   }
 });
+
+test("perplexity --kl-divergence --base naming a folder without config.json: one line naming --base, exit 1; embed --prompt-name the model lacks: one line naming --prompt-name, exit 2", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "base-"));
+  const text = join(sub, "text.txt");
+  writeFileSync(text, "Once upon a time there was a little cat. ".repeat(40));
+  const r = tsllm(["perplexity", "-m", sharedFile(MODEL)!, "-f", text, "--ctx", "64", "--chunks", "1", "--kl-divergence", "--base", sub, "--backend", "reference", "--json"]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal(r.stderr, `tsllm: error: --base: ${sub}/config.json: file: not found (a Hugging Face model folder needs config.json)\n`);
+  const named = tsllm(["embed", "-m", sharedFile(MODEL)!, "-p", "x", "--prompt-name", "query", "--backend", "reference"]);
+  assert.deepEqual(named, { code: 2, stdout: "", stderr: "tsllm: error: --prompt-name: expected one of this model's prompts (it has none: config_sentence_transformers.json names none), got \"query\"\n" });
+});

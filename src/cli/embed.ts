@@ -1,5 +1,6 @@
 import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
+import { OptionError } from "../units/index.js";
 import { backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { fileText, readTextInput } from "./input-files.js";
 
@@ -40,6 +41,19 @@ const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lastto
 
 export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" }, ...ESCAPE_ARGS };
 
+/**
+ * The library's refusal of a prompt name the model does not have, in the flag's words: it said
+ * "promptName: expected one of this model's prompts ...", the library's option, exit 1
+ */
+function promptNamed<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (e) {
+    if (e instanceof OptionError && e.option === "promptName") throw new UsageError(e.message.replace(/^promptName:/, "--prompt-name:"));
+    throw e;
+  }
+}
+
 export async function runEmbed(argv: string[]): Promise<void> {
   const values = parse(argv, EMBED_ARGS);
   if (flag(values, "help")) { process.stdout.write(embedHelp); return; }
@@ -70,7 +84,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so
-    m.tokenize(inputs, prompts).forEach((ids, i) => {
+    promptNamed(() => m.tokenize(inputs, prompts)).forEach((ids, i) => {
       if (ids.length > m.maxTokens) printWarning(`${inputLabel(inputs, i)} has ${ids.length} tokens; only its first ${m.maxTokens} (this model's limit) are embedded`);
     });
     // unset: each kind's default (an encoder's folder decides, a decoder normalizes as llama.cpp)

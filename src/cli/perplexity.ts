@@ -2,7 +2,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { backendOption, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { modelNamedBy, readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
@@ -15,7 +15,10 @@ with its standard error.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
-  --file TEXT           UTF-8 text file to evaluate (required; - reads stdin)
+  --file TEXT           UTF-8 text file to evaluate (required; - reads stdin); as llama-perplexity's -f, one
+                        final line break is dropped and \\n \\r \\t \\' \\" \\\\ and \\xHH in it are that
+                        character or byte
+  --no-escape           score the file's backslashes as written (--escape, the default, is taken)
   --ctx N               window size in tokens (default 512); 0: the model's trained context (the
                         KV cache is then sized for it, 128K tokens on some models)
   --batch N             tokens per forward pass (default: the whole window)
@@ -49,6 +52,7 @@ export const PERPLEXITY_ARGS: OptionSpec = {
   "memory-margin": { type: "string" },
   backend: { type: "string" },
   json: { type: "boolean" },
+  ...ESCAPE_ARGS,
 };
 
 export async function runPerplexity(argv: string[]): Promise<void> {
@@ -74,7 +78,12 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
   const backend = backendOption(values);
   const json = flag(values, "json");
-  const text = await readTextInput(file, "--file");
+  const escapes = escapesOption(values);
+  // llama-perplexity's -f (common/arg.cpp): one final "\n" dropped, then the escapes processed
+  // unless --no-escape, as in every prompt llama.cpp's tools read
+  const read = await readTextInput(file, "--file");
+  const dropped = read.endsWith("\n") ? read.slice(0, -1) : read;
+  const text = escapes ? processEscapes(dropped, `--file ${file === "-" ? "- (stdin)" : file}`) : dropped;
   // the text against the window before the model is loaded at that context: a text too short
   // for one window of --ctx 100000 was found only after weights and a 100000-token KV cache were
   // allocated (or after the memory plan refused a context the text never needed)
@@ -107,7 +116,8 @@ export async function runPerplexity(argv: string[]): Promise<void> {
     const all = Math.floor(tokens.length / ctx);
     if (!json) process.stderr.write(`${file === "-" ? "stdin" : file}: ${tokens.length} tokens, ${all} windows of ${ctx}${plan.chunks < all ? `, the first ${plan.chunks} scored (--chunks)` : ""}\n`);
     if (kl) {
-      const base = await loadModel(baseFile!, loadOptions).catch(namingCtx);
+      // a base that does not load (a folder without config.json, a damaged file) named by its flag
+      const base = await loadModel(baseFile!, loadOptions).catch((e: unknown) => namingCtx(baseFile === modelFile ? e : namingBase(e)));
       models.push(base);
       if (base.tokenizer.vocabSize !== tok.vocabSize) throw new Error(`--base ${basePath}: its vocabulary has ${base.tokenizer.vocabSize} tokens, the model's ${tok.vocabSize}`);
       const r = await computeKlDivergence(model.languageModel, base.languageModel, tokens, {
@@ -140,6 +150,12 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   } finally {
     for (const m of models) m.dispose();
   }
+}
+
+/** a failure loading --base, said as "--base: ..." (it named the file only, after --model had loaded) */
+function namingBase(e: unknown): unknown {
+  if (e instanceof Error) e.message = `--base: ${e.message}`;
+  return e;
 }
 
 /** the load plan's advice names generate's --ctx-size; this command's window (the context it loads with) is --ctx */
