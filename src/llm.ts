@@ -1,5 +1,5 @@
 import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planFits, planMemory, type Admission, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planDraft, planFits, planMemory, type Admission, type LoadedMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
@@ -149,6 +149,8 @@ export class Model {
     readonly loadMs: number,
     /** sampling defaults the model ships (generation_config.json); the caller's options win */
     readonly generationDefaults: GenerateOptions = {},
+    /** the weights and scratch its load planned (beside its KV pool; 0 where the planner knows no shape): see memory */
+    private readonly residentBytes = 0,
   ) {}
 
   /** positions one sequence may hold (prompt + completion) */
@@ -159,6 +161,11 @@ export class Model {
   /** the KV pool's budget and the bytes it holds now (Engine.kvMemory): what a draft model loaded beside this one leaves it */
   get kvMemory(): { readonly budgetBytes: number; readonly storedBytes: number } {
     return this.engine.kvMemory;
+  }
+
+  /** the memory this model holds or may still take (memoryBeside: what a model loaded beside it is left) */
+  get memory(): LoadedMemory {
+    return { residentBytes: this.residentBytes, ...this.engine.kvMemory };
   }
 
   /**
@@ -487,7 +494,7 @@ export async function loadModel(ref: string, options: LoadModelOptions = {}): Pr
  * warning about maxSequences full contexts, which is about concurrent requests (serve's
  * --parallel): n choices or beams of one request share its prompt's rows.
  */
-export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number, draft?: string): Promise<Model> {
+export async function loadModelForOneRequest(ref: string, options: LoadModelOptions, width: number, draft?: DraftBeside): Promise<Model> {
   return load(ref, width > DEFAULT_MAX_SEQUENCES ? { ...options, maxSequences: Math.max(width, options.maxSequences ?? 0) } : options, options.maxSequences, { width, draft });
 }
 
@@ -498,7 +505,13 @@ export async function loadModelForOneRequest(ref: string, options: LoadModelOpti
  */
 interface OneRequest {
   readonly width: number;
-  readonly draft?: string;
+  readonly draft?: DraftBeside;
+}
+
+/** a draft model to be loaded beside the model (loadDraftBeside), with its load options (its quantization) */
+export interface DraftBeside {
+  readonly ref: string;
+  readonly options: LoadModelOptions;
 }
 
 /**
@@ -534,15 +547,16 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     const contextSize = planned.contextSize ?? (options.contextSize === "auto" ? undefined : options.contextSize) ?? defaultContextSize(model.info.contextLength);
     if (!Number.isInteger(contextSize) || contextSize < 1) throw new OptionError(`contextSize must be a positive integer, got ${contextSize}`, "contextSize");
     checkContextSize(path, contextSize, model.info, warn);
+    const kvCacheBytes = options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize);
     const engine = new Engine(model, tokenizer, {
-      contextSize, kvCacheBytes: options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize), maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
+      contextSize, kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
       cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
       source: path,
     });
     if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn, planned.budgetFits);
     if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
-    return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults);
+    return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults, planned.residentBytes?.(contextSize, engine.kvMemory.budgetBytes) ?? 0);
   } catch (e) {
     backend.dispose();
     throw e;
@@ -595,7 +609,7 @@ export function loadPlanRequest(opened: Pick<OpenedModel, "tensors" | "metadata"
  * With `maxBuffer` (the backend's largest buffer) one layer's K or V array of the KV pool must
  * fit in it too, and the default pool shrinks to it (at least one context).
  */
-function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"], request = { contexts: 1, speculative: false }, warn?: (message: string) => void): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean } {
+function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuffer?: PlanRequest["maxBuffer"], request: Contexts = { contexts: 1, speculative: false }, warn?: (message: string) => void): { contextSize?: number; kvCacheBytes?: (contextSize: number) => number; budgetFits?: (contextSize: number, kvCacheBytes: number) => boolean; residentBytes?: (contextSize: number, kvCacheBytes: number) => number } {
   const c = options.contextSize;
   const auto = c === "auto";
   if (c !== undefined && c !== "auto" && (!Number.isInteger(c) || c < 1)) throw new OptionError(`contextSize must be a positive integer or "auto", got ${shownValue(c)}`, "contextSize");
@@ -605,7 +619,8 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   const trained = shape?.contextLength ?? 4096;
   const asked = c === undefined || c === "auto" ? (auto ? trained : defaultContextSize(trained)) : c;
   const planRequest = loadPlanRequest(opened, options, asked);
-  const r = planRequest && maxBuffer ? { ...planRequest, maxBuffer } : planRequest;
+  // one account with the draft model loaded beside (request.beside): its bytes come off what the pool may take
+  const r = planRequest && { ...planRequest, ...(maxBuffer ? { maxBuffer } : {}), ...(request.beside ? { beside: request.beside } : {}) };
   if (!r) {
     if (auto) throw new Error(`${opened.path}: contextSize "auto" needs a decoder whose KV cache shape tsllm knows`);
     return {};
@@ -621,16 +636,28 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   };
   // whether a load with that --kv-memory would pass the plan (a warning proposes only such a budget)
   const budgetFits = (contextSize: number, kvCacheBytes: number) => planFits({ ...r, contextSize, kvCacheBytes }, available);
+  // the weights and scratch (and on wasm the K/V arrays the pool outgrows) beside the pool, the model beside it not counted
+  const residentBytes = (contextSize: number, kvCacheBytes: number) => {
+    const at = { ...r, contextSize, beside: undefined };
+    return bytesWithPool(at, planMemory(at), kvCacheBytes) - kvCacheBytes;
+  };
   if (auto) {
     const maxPositions = opened.tensors.get("position_embd.weight")?.dims[1];
     const ctx = autoContextSize(r, available, Math.min(trained, maxPositions ?? trained), margin);
-    if (ctx !== undefined) return { contextSize: ctx, kvCacheBytes: pool, budgetFits };
+    if (ctx !== undefined) return { contextSize: ctx, kvCacheBytes: pool, budgetFits, residentBytes };
     const min = { ...r, contextSize: Math.min(trained, 16) };
     checkMemoryPlan(opened.path, min, planMemory(min), available);
     throw new Error(`${opened.path}: contextSize "auto": no context fits in ${available} bytes`);
   }
   checkMemoryPlan(opened.path, r, planMemory(r), available);
-  return { kvCacheBytes: pool, budgetFits };
+  return { kvCacheBytes: pool, budgetFits, residentBytes };
+}
+
+/** the contexts the default pool holds for one request (contextsOf), and the draft model loaded beside it */
+interface Contexts {
+  readonly contexts: number;
+  readonly speculative: boolean;
+  readonly beside?: PlanRequest["beside"];
 }
 
 /**
@@ -638,15 +665,19 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
  * width, and with a draft model the draft's KV cache of a context in the target's bytes (a draft
  * whose header gives no KV shape counts as a context of the target's)
  */
-function contextsOf(opened: OpenedModel, options: LoadModelOptions, { width, draft }: OneRequest): { contexts: number; speculative: boolean } {
+function contextsOf(opened: OpenedModel, options: LoadModelOptions, { width, draft }: OneRequest): Contexts {
   if (draft === undefined) return { contexts: width, speculative: false };
   const perToken = (metadata: GGUFMetadata) => {
     const shape = decoderShape(metadata);
     return shape?.headCountKv === undefined || shape.headDim === undefined ? undefined : kvBytesPerToken({ ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim }, kvCacheTypesOf(options));
   };
   const target = perToken(opened.metadata);
-  const drafted = perToken(openModel(draft).metadata);
-  return { contexts: width + (target === undefined || drafted === undefined ? 1 : drafted / target), speculative: true };
+  const draftOpened = openModel(draft.ref);
+  const drafted = perToken(draftOpened.metadata);
+  // the draft's weights, scratch and draft cache at each context the plan tries (planDraft), as loadDraftBeside plans it
+  const draftAt = (contextSize: number) => loadPlanRequest(draftOpened, { ...draft.options, maxSequences: 1, kvCacheBytes: undefined }, contextSize);
+  const beside = draftAt(1) && { what: `--draft-model ${draft.ref}`, smaller: "a smaller --draft-model (or --draft-quantize)", bytesAt: (contextSize: number) => planDraft(draftAt(contextSize)!).totalBytes };
+  return { contexts: width + (target === undefined || drafted === undefined ? 1 : drafted / target), speculative: true, ...(beside ? { beside } : {}) };
 }
 
 /** the warning of a default KV pool sized for one request's contexts into the memory margin (kvPoolBytes) */

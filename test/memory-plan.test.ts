@@ -8,7 +8,8 @@ import { promisify } from "node:util";
 import { KVBlockPool, type KVStorage } from "../src/cache/index.js";
 import { checkMemoryPlan, largestFittingContext, outgrownKvBlocks, planMemory, type PlanRequest } from "../src/engine/index.js";
 import { createWasmBackend } from "../src/kernels/wasm/index.js";
-import { loadModel, loadPlanRequest } from "../src/llm.js";
+import { loadModel, loadModelForOneRequest, loadPlanRequest } from "../src/llm.js";
+import { loadDraftBeside } from "../src/cli/generate.js";
 import { openModel } from "../src/models/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
@@ -455,10 +456,10 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
-  // free = the plan at 512, one context more and the draft's own plan (the same file: its weights,
-  // scratch and a pool of one block, its cache counting in the model's pool), a 1 GiB margin: the
-  // default pool keeps one context
-  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 16 * perToken }).totalBytes;
+  // free = the plan at 512, one context more (the draft's cache counts in the pool) and the draft's
+  // own plan (the same file: its weights, scratch and the draft cache its request takes, a context
+  // and a block), a 1 GiB margin: the default pool keeps one context
+  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
   const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 512 * perToken + draftPlan), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
   const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "300", "--ignore-eos", "--temperature", "0", "--seed", "1", "--json", "--no-warmup"];
   // the judge: the same request without a draft runs in that one context (and llama.cpp gives a draft its own context)
@@ -475,30 +476,68 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   assert.equal(lines.length, 1, drafted.stderr);
   assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves [\d.]+ [kMG]?B free, less than the 1\.07 GB memory margin/);
   // free = the plan alone: no room for the draft beside the pool's one context, refused in one line
-  // that does not propose a smaller --memory-margin: the judge, --memory-margin 0, is refused the same
+  // by the model's plan, which counts the draft (one account), naming it and what makes it smaller; it
+  // does not propose a smaller --memory-margin: the judge, --memory-margin 0, is refused the same
   const tight = { ...env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes) };
   const refused = await cli([...gen, "--draft-model", FILE], tight);
-  assert.equal(refused.code, 2, refused.stderr);
-  // (before, the draft loaded against the free memory alone and the request was refused for its cache)
-  assert.match(refused.stderr, /^tsllm: error: --draft-model .*m\.gguf: needs .*, --model's KV pool may still grow into [\d.]+ [kMG]?B \(its budget [\d.]+ [kMG]?B, 0 B allocated\): lower --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr, /^tsllm: error: .*m\.gguf: needs [\d.]+ [kMG]?B \(weights .* \+ --draft-model .*m\.gguf [\d.]+ [kMG]?B \(its weights, scratch and KV cache at 512 tokens\)\), [\d.]+ [kMG]?B free: try (.* or )?a smaller --draft-model \(or --draft-quantize\)\n$/);
   const noMargin = await cli([...gen, "--draft-model", FILE, "--memory-margin", "0"], tight);
   assert.equal(noMargin.stderr, refused.stderr);
 });
 
-test("serve --draft-model: one memory plan with the model's --kv-memory pool, which it allocates only as requests come: the draft's weights and scratch must fit beside the whole budget (a byte less: one line naming --draft-model and what to lower); the draft's own pool is one block", { skip: SKIP, timeout: 240_000 }, async () => {
+test("generate's default KV pool for a speculative request leaves the draft model its weights, scratch and draft cache: the model's weights and scratch, its pool and the draft fit in the free memory together", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  // the judges: the weights from the header's tensor sizes (F32: 4 bytes an element), K and V per
+  // token from its shape (f32), both as node-llama-cpp reads them
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const info = await readGgufFileInfo(FILE);
+  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const weights = info.fullTensorInfo!.reduce((sum, t) => { assert.equal(t.ggmlType, 0, t.name); return sum + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1); }, 0);
+  // free: the model's plan at 512, three contexts more and the draft's plan (the same file), no margin
+  const available = planMemory(request(512)).totalBytes + 3 * 512 * perToken + planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
+  const options = { backend: "reference", contextSize: 512, availableMemory: available, memoryMargin: 0, warmup: false } as const;
+  const model = await loadModelForOneRequest(FILE, options, 1, { ref: FILE, options });
+  try {
+    const m = model.memory;
+    const loaded = await loadDraftBeside(model, FILE, options, "--ctx-size");
+    const d = loaded.memory;
+    loaded.dispose();
+    assert.ok(m.residentBytes >= weights && d.residentBytes >= weights, `the weights and scratch ${m.residentBytes} and ${d.residentBytes}, the weights ${weights}`);
+    // the draft's weights and scratch and the draft cache its request takes (its context and a proposal's block)
+    const draft = d.residentBytes + 528 * perToken;
+    // before, the pool took the memory past the model's weights and scratch, the draft's too: 16 contexts, not 4
+    assert.ok(m.residentBytes + m.budgetBytes + draft <= available, `weights and scratch ${m.residentBytes} + KV pool ${m.budgetBytes} + draft ${draft} > ${available} free`);
+    assert.equal(m.budgetBytes, 4 * 512 * perToken, "the one context of the model's plan and the three more");
+  } finally {
+    model.dispose();
+  }
+});
+
+test("serve --draft-model: one memory plan with the model's --kv-memory pool, which it allocates only as requests come: the draft's weights, scratch and draft cache must fit beside the model's weights and scratch and the whole budget (a byte less: one line naming --draft-model, the numbers and what to lower)", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
   const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const info = await readGgufFileInfo(FILE);
+  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
   const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
-  // the model's budget: 4 contexts; the draft (the same file) needs its weights, scratch and one block
+  // the model's budget: 4 contexts; the draft (the same file) needs its weights, scratch and the
+  // draft cache its first request takes (a context and a block: 528 positions)
   const budget = 4 * 512 * perToken;
-  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 16 * perToken }).totalBytes;
+  const model = planMemory({ ...request(512), kvCacheBytes: budget }).totalBytes;
+  const draftPlan = planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
   const args = ["--model", FILE, "--draft-model", FILE, "--ctx-size", "512", "--backend", "reference", "--kv-memory", String(budget), "--no-warmup"];
   const envWith = (free: number) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(free), TSLLM_MEMORY_MARGIN: "0" });
-  // (the model's own plan, weights + budget + scratch, fits in both)
-  assert.ok(planMemory({ ...request(512), kvCacheBytes: budget }).totalBytes <= budget + draftPlan - 1);
-  const s = await spawnServe(args, { env: envWith(budget + draftPlan) });
+  // before, TSLLM_AVAILABLE_MEMORY (a figure no load changes) was taken off only the budget's
+  // growth, not the model's weights: the draft started in the budget and its own plan alone, which
+  // is not enough for both models (the weights, 21 MB each, from the header's tensor sizes)
+  const weights = info.fullTensorInfo!.reduce((sum, t) => { assert.equal(t.ggmlType, 0, t.name); return sum + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1); }, 0);
+  const over = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(budget + draftPlan) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  assert.equal(over.code, 2, over.stderr);
+  const resident = /--model takes [\d.]+ [kMG]?B \(weights and scratch ([\d.]+) MB \+/.exec(over.stderr);
+  assert.ok(resident && Number(resident[1]) * 1e6 >= weights, over.stderr);
+  const s = await spawnServe(args, { env: envWith(model + draftPlan) });
   try {
     assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with /);
   } finally {
@@ -506,9 +545,9 @@ test("serve --draft-model: one memory plan with the model's --kv-memory pool, wh
     await s.exited;
   }
   // before: the draft was checked against the free memory alone (and planned a pool of a context of its own), so it started
-  const refused = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(budget + draftPlan - 1) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  const refused = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(model + draftPlan - 1) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   assert.equal(refused.code, 2, refused.stderr);
-  assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights .*\), but of the [\d.]+ [kMG]?B free, --model's KV pool may still grow into [\d.]+ [kMG]?B \(its budget [\d.]+ [kMG]?B, 0 B allocated\): lower --kv-memory, --parallel or --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
+  assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights [\d.]+ [kMG]?B F32 \+ scratch [\d.]+ [kMG]?B \+ its draft cache of 528 tokens [\d.]+ [kMG]?B\), but of the [\d.]+ [kMG]?B free, --model takes [\d.]+ [kMG]?B \(weights and scratch [\d.]+ [kMG]?B \+ its KV pool's budget 8\.4 MB\): lower --kv-memory, --parallel or --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
 });
 
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {

@@ -181,8 +181,8 @@ export async function runServe(argv: string[]): Promise<void> {
 
 /**
  * --draft-model, loaded as the model was (its backend, threads, cache types, the --quantize of
- * --draft-quantize), beside it as one memory plan (loadDraftBeside: the draft's weights and the
- * model's KV pool as planned, within --kv-memory the draft's caches too) and held to the
+ * --draft-quantize), beside it as one memory plan (loadDraftBeside: the model's weights and KV
+ * pool as planned, the draft's weights and first draft cache; within --kv-memory the draft's caches too) and held to the
  * library's rule, the model's vocabulary (Model.draftMismatch): refused in one line naming both
  * files before the server takes requests (each request would otherwise be refused, naming neither)
  */

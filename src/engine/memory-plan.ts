@@ -47,6 +47,12 @@ export interface PlanRequest {
    * backend's name for the refusal
    */
   readonly maxBuffer?: { readonly bytes: number; readonly backend: string };
+  /**
+   * a model loaded beside this one in the same memory (a draft model for speculative decoding):
+   * what it is called in a refusal, what makes it smaller, and the bytes it takes at a context size
+   * (its weights, scratch and KV cache), counted in this plan's total so that both fit in one account
+   */
+  readonly beside?: { readonly what: string; readonly smaller: string; readonly bytesAt: (contextSize: number) => number };
 }
 
 export interface MemoryPlan {
@@ -65,6 +71,8 @@ export interface MemoryPlan {
   /** bytes of one layer's K or V array (the larger) of that pool: one buffer of the backend's */
   readonly kvArrayBytes: number;
   readonly scratchBytes: number;
+  /** the model loaded beside this one (PlanRequest.beside) at this context; 0 without one */
+  readonly besideBytes: number;
   readonly totalBytes: number;
   /** the largest single tensor, which one wasm memory must hold */
   readonly largestTensor: { readonly name: string; readonly bytes: number };
@@ -104,11 +112,50 @@ export const AVAILABLE_MEMORY_ENV = "TSLLM_AVAILABLE_MEMORY";
 
 /** the free memory the planner compares against: TSLLM_AVAILABLE_MEMORY when set, else the host's free memory */
 export function availableMemoryBytes(): number {
+  return availableMemoryOverride() ?? freeMemoryBytes();
+}
+
+/** TSLLM_AVAILABLE_MEMORY's bytes, or undefined where it is not set */
+function availableMemoryOverride(): number | undefined {
   const v = envVar(AVAILABLE_MEMORY_ENV);
-  if (v === undefined || v === "") return freeMemoryBytes();
+  if (v === undefined || v === "") return undefined;
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${AVAILABLE_MEMORY_ENV} must be a number of bytes, got "${v}"`);
   return n;
+}
+
+/** what a loaded model holds or may still take of the memory: its planned weights and scratch, its KV pool's budget and the bytes that pool holds now */
+export interface LoadedMemory {
+  readonly residentBytes: number;
+  readonly budgetBytes: number;
+  readonly storedBytes: number;
+}
+
+/**
+ * The memory left to a model loaded beside `loaded` (a draft beside its target), and the free
+ * memory it is taken from. The host's free memory, measured now, no longer holds what `loaded`
+ * took: only what its KV pool may still grow into (the budget less what it holds) is taken off.
+ * A given figure (`given`: availableMemory; TSLLM_AVAILABLE_MEMORY) is what was free before any
+ * load and no load changes it: all of `loaded`'s plan is taken off, its weights, scratch and
+ * whole budget (taking off the pool's growth alone let a draft and the pools over-commit it).
+ */
+export function memoryBeside(loaded: LoadedMemory, given?: number): { free: number; room: number; taken: number; measured: boolean } {
+  const fixed = given ?? availableMemoryOverride();
+  const free = fixed ?? freeMemoryBytes();
+  const taken = fixed === undefined ? loaded.budgetBytes - loaded.storedBytes : loaded.residentBytes + loaded.budgetBytes;
+  return { free, room: Math.max(0, free - taken), taken, measured: fixed === undefined };
+}
+
+/**
+ * The plan of a draft model beside its target at the target's context (`r`): its weights,
+ * scratch, and the KV cache its speculative requests draft in, the engine's draft pool, made for
+ * the first request's positions (its context and a round's proposal past it: one block more).
+ * Its own engine's pool is never used (loadDraftBeside) and counts nothing.
+ */
+export function planDraft(r: PlanRequest): MemoryPlan {
+  const p = planMemory({ ...r, kvCacheBytes: undefined });
+  const block = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
+  return { ...p, kvCacheBytes: p.kvCacheBytes + block, kvTokens: p.kvTokens + DEFAULT_BLOCK_SIZE, totalBytes: p.totalBytes + block };
 }
 
 /** the margin automatic sizes leave free: TSLLM_MEMORY_MARGIN when set, else DEFAULT_MEMORY_MARGIN */
@@ -145,9 +192,10 @@ export function planMemory(r: PlanRequest): MemoryPlan {
   const batch = Math.min(r.maxBatchTokens ?? 64, r.contextSize);
   const workers = r.wasm ? Math.max(0, (r.threads ?? 1) - 1) : 0;
   const scratchBytes = RUNTIME_BYTES + workers * WORKER_BYTES + 4 * batch * (6 * s.embeddingLength + 3 * s.feedForwardLength + s.vocabSize + s.headCount * r.contextSize);
+  const besideBytes = r.beside?.bytesAt(r.contextSize) ?? 0;
   return {
-    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, outgrownKvBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes,
-    totalBytes: weightBytes + kvCacheBytes + outgrownKvBytes + scratchBytes, largestTensor,
+    contextSize: r.contextSize, weightBytes, weightType, kvCacheBytes, outgrownKvBytes, kvTokens: kvBlocks * DEFAULT_BLOCK_SIZE, kvArrayBytes: kvBlocks * DEFAULT_BLOCK_SIZE * kvArrayBytesPerToken(s, r.kvCacheTypes), scratchBytes, besideBytes,
+    totalBytes: weightBytes + kvCacheBytes + outgrownKvBytes + scratchBytes + besideBytes, largestTensor,
   };
 }
 
@@ -166,15 +214,15 @@ export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, ma
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
   const oneContext = Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
   const cap = Math.min(defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES), maxBufferBlocks(r));
-  const free = (keep: number) => Math.floor((available - keep - p.weightBytes - p.scratchBytes) / perBlock);
+  const free = (keep: number) => Math.floor((available - keep - p.weightBytes - p.scratchBytes - p.besideBytes) / perBlock);
   const wide = width > 1 ? largestPool(r, Math.min(cap, Math.ceil(width * oneContext)), free(0)) : 0;
   return Math.max(oneContext, largestPool(r, cap, free(margin)), wide) * perBlock;
 }
 
-/** the bytes a load of plan `p` with a default KV pool of `poolBytes` (kvPoolBytes) takes: weights, scratch, the pool and, on wasm, the arrays it outgrows */
+/** the bytes a load of plan `p` with a default KV pool of `poolBytes` (kvPoolBytes) takes: weights, scratch, the pool and, on wasm, the arrays it outgrows; and the model beside it */
 export function bytesWithPool(r: PlanRequest, p: MemoryPlan, poolBytes: number): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-  return p.weightBytes + p.scratchBytes + poolBytes + (r.wasm ? outgrownKvBlocks(Math.round(poolBytes / perBlock)) * perBlock : 0);
+  return p.weightBytes + p.scratchBytes + p.besideBytes + poolBytes + (r.wasm ? outgrownKvBlocks(Math.round(poolBytes / perBlock)) * perBlock : 0);
 }
 
 /** the most blocks, at most `cap`, whose pool (and on wasm the arrays it outgrows on the way) fits in `free` blocks */
@@ -291,7 +339,9 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
     }
   }
   const kv = r.kvCacheBytes === undefined ? `KV ${formatBytes(p.kvCacheBytes)} at ${p.contextSize} tokens` : `KV ${formatBytes(p.kvCacheBytes)} for ${p.kvTokens} tokens (kvCacheBytes ${r.kvCacheBytes}, --kv-memory)${p.outgrownKvBytes > 0 ? ` + ${formatBytes(p.outgrownKvBytes)} of K/V arrays it outgrows` : ""}`;
-  const needs = `needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + ${kv} + scratch ${formatBytes(p.scratchBytes)})`;
+  if (r.beside) tries.push(r.beside.smaller);
+  const beside = r.beside ? ` + ${r.beside.what} ${formatBytes(p.besideBytes)} (its weights, scratch and KV cache at ${p.contextSize} tokens)` : "";
+  const needs = `needs ${formatBytes(p.totalBytes)} (weights ${formatBytes(p.weightBytes)} ${p.weightType} + ${kv} + scratch ${formatBytes(p.scratchBytes)}${beside})`;
   const tooBig = wasm && p.largestTensor.bytes > WASM_MEMORY_BYTES ? `; tensor ${p.largestTensor.name} is ${formatBytes(p.largestTensor.bytes)}, more than the 4 GiB one wasm memory holds` : "";
   const advice = tries.length > 0 ? `: try ${tries.join(" or ")}` : ": no quantization or context size tsllm offers fits";
   throw new Error(`${path}: ${needs}, ${formatBytes(available)} free${tooBig}${advice}`);
@@ -301,7 +351,7 @@ export function checkMemoryPlan(path: string, r: PlanRequest, p: MemoryPlan, ava
 function fittingKvBudget(r: PlanRequest, p: MemoryPlan, available: number): number | undefined {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
   // on wasm the budget's pool outgrows arrays on the way (planMemory counts them): the largest whose pool and those fit
-  const free = Math.floor((available - p.weightBytes - p.scratchBytes) / perBlock);
+  const free = Math.floor((available - p.weightBytes - p.scratchBytes - p.besideBytes) / perBlock);
   const blocks = largestPool(r, Math.min(maxBufferBlocks(r), Math.max(0, free)), free);
   const bytes = blocks * perBlock;
   if (blocks < 1 || bytes >= p.kvCacheBytes) return undefined;
