@@ -182,6 +182,8 @@ describe("request parameters on stories260K", { skip }, () => {
       [{ prompt_string: [1e6] }, "prompt.prompt_string", / prompt\.prompt_string\[0\] is 1000000: token ids are integers in \[0, 512\)$/],
       [["Once", [5, "upon", -1]], "prompt[1]", / prompt\[1\]\[2\] is -1: token ids are integers in \[0, 512\)$/],
       [["Once", []], "prompt[1]", / prompt\[1\] is an empty array/],
+      // a value quoted in the message is cut short: a megabyte sent is not sent back
+      [[5, ["x".repeat(100_000)]], "prompt", / prompt\[1\] is \["x{38}\.\.\.: token ids are integers in \[0, 512\)$/],
     ] as const) {
       const bad = await refusal(client.completions.create({ model: "stories260K", prompt: prompt as unknown as string, max_tokens: 2 }));
       assert.equal(bad.param, param, bad.message);

@@ -149,8 +149,14 @@ export function promptsIn(v: unknown, param: string, vocabSize: number): GivenPr
   });
 }
 
+/** a value as a message quotes it: its JSON, cut after 40 characters (a request's megabyte of it stays out of the answer and the log) */
+function shortJson(v: unknown): string {
+  const json = JSON.stringify(v) ?? String(v);
+  return json.length > 40 ? `${json.slice(0, 40)}...` : json;
+}
+
 /** what a JSON value is, for a message saying what was expected instead */
-function kindOf(v: unknown): string {
+export function kindOf(v: unknown): string {
   if (v === undefined) return "none";
   if (v === null) return "null";
   if (Array.isArray(v)) return v.length === 0 ? "an empty array" : "an array holding other values";
@@ -164,7 +170,7 @@ function isObject(v: unknown): v is Body {
 /** a list of token ids and texts as one prompt, each id in the vocabulary (a fault named by its index: `prompt[3]`) */
 export function idsAndTexts(a: readonly unknown[], where: string, vocabSize: number): (number | string)[] {
   a.forEach((t, i) => {
-    if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `${where}[${i}] is ${JSON.stringify(t) ?? String(t)}: token ids are integers in [0, ${vocabSize})`);
+    if (typeof t !== "string" && (typeof t !== "number" || !Number.isInteger(t) || t < 0 || t >= vocabSize)) throw invalid(where, `${where}[${i}] is ${shortJson(t)}: token ids are integers in [0, ${vocabSize})`);
   });
   return a as (number | string)[];
 }

@@ -18,7 +18,7 @@ import { authorized, BodyBudget, BodyCutOff, checkBodyHeaders, DEFAULT_BODY_LIMI
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { optBoolean, type Body } from "./params.js";
-import { idsAndTexts, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
+import { idsAndTexts, kindOf, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
 import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
 
@@ -708,7 +708,7 @@ export class OpenAIServer {
     if (content === undefined || content === null) throw invalid("content", "'content' (the text to tokenize) is required", "missing_required_parameter");
     if (typeof content === "string") return content;
     if (Array.isArray(content) && content.every((t) => typeof t === "string" || typeof t === "number")) return idsAndTexts(content, "content", this.embedder?.info.vocabSize ?? this.ready().model.info.vocabSize);
-    throw invalid("content", `'content' must be a string, or a list of token ids and strings (llama-server's mixed form), got ${JSON.stringify(content).slice(0, 40)}`, "invalid_type");
+    throw invalid("content", `'content' must be a string, or a list of token ids and strings (llama-server's mixed form), got ${kindOf(content)}`, "invalid_type");
   }
 
   /**
