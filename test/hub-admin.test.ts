@@ -675,7 +675,8 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   const { code, stderr } = await download.closed;
   assert.equal(code, 130, stderr);
   assert.match(stderr, /\ntsllm download: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n$/);
-  assert.deepEqual(readdirSync(join(cache, ".locks", "models--acme--int")), [], "no lock is left behind");
+  const locks = join(cache, ".locks", "models--acme--int");
+  assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], "no lock is left behind");
   assert.equal(statSync(partial).size, 1_000_000, "the part fetched is kept");
   const before = hub.requests.length;
   const again = await tsllm(["download", "acme/int:Q8_0", "--quiet"], env);
