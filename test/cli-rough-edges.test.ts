@@ -5,7 +5,7 @@
 // argument not starting with "--" is a file name, opened as given) is the judge for "-".
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, ftruncateSync, lstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -18,8 +18,11 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 /** tsx and the CLI by absolute location, so that a run's working folder can be a test's own */
 const CLI_ARGS = ["--import", import.meta.resolve("tsx"), resolve(PROJECT_ROOT, "src/cli/main.ts")];
 
+/** a run killed after two minutes (status null): a regression that reads or waits without end fails, not hangs */
+const RUN_LIMIT_MS = 120_000;
+
 function tsllm(args: string[], options: { cwd?: string; input?: string } = {}) {
-  const r = spawnSync(process.execPath, [...CLI_ARGS, ...args], { cwd: options.cwd ?? PROJECT_ROOT, encoding: "utf8", input: options.input ?? "" });
+  const r = spawnSync(process.execPath, [...CLI_ARGS, ...args], { cwd: options.cwd ?? PROJECT_ROOT, encoding: "utf8", input: options.input ?? "", timeout: RUN_LIMIT_MS });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -72,7 +75,7 @@ test("quantize OUT /dev/stdout with stdout a pipe: the pipe gets the GGUF's byte
   assert.ok(got.equals(readFileSync(reference)), `the pipe got the GGUF (${got.length} bytes, expected ${readFileSync(reference).length})`);
   assert.deepEqual(readdirSync(sub).sort(), ["ref.gguf", "stdout"], "no temporary file left");
   // stdout a socket (a process Node or a service manager started): no name opens it; one line, exit 1
-  const onSocket = spawnSync(process.execPath, args, { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"], encoding: "utf8" });
+  const onSocket = spawnSync(process.execPath, args, { cwd: PROJECT_ROOT, stdio: ["ignore", "pipe", "pipe"], encoding: "utf8", timeout: RUN_LIMIT_MS });
   assert.equal(onSocket.status, 1, onSocket.stderr);
   assert.equal(onSocket.stderr, `tsllm: error: ${stdout}: cannot write the output: it leads to a socket or a device with nothing behind it (ENXIO), which cannot be opened by name; give a file\n`);
   assert.ok(lstatSync(stdout).isSymbolicLink(), "the link is still a link");
@@ -107,4 +110,27 @@ test("perplexity --kl-divergence --base naming a folder without config.json: one
   assert.equal(r.stderr, `tsllm: error: --base: ${sub}/config.json: file: not found (a Hugging Face model folder needs config.json)\n`);
   const named = tsllm(["embed", "-m", sharedFile(MODEL)!, "-p", "x", "--prompt-name", "query", "--backend", "reference"]);
   assert.deepEqual(named, { code: 2, stdout: "", stderr: "tsllm: error: --prompt-name: expected one of this model's prompts (it has none: config_sentence_transformers.json names none), got \"query\"\n" });
+});
+
+// a text longer than a JavaScript string can be (constants.MAX_STRING_LENGTH bytes) can never be
+// decoded; /dev/zero as --file or on stdin was read without end (past 4 GB of memory in 40 s)
+test("--file /dev/zero and a prompt piped from /dev/zero stop at the longest text a string holds: one line, exit 1; a larger regular file is refused by its size", { skip: skip || !existsSync("/dev/zero") }, () => {
+  const limit = 536870888; // node:buffer's constants.MAX_STRING_LENGTH on 64-bit V8
+  const line = (where: string) => `tsllm: error: ${where}: more than ${limit} bytes, the longest text a JavaScript string holds; give a smaller text\n`;
+  const fromFile = tsllm(["tokenize", "-m", sharedFile(MODEL)!, "-f", "/dev/zero"]);
+  assert.deepEqual(fromFile, { code: 1, stdout: "", stderr: line("--file /dev/zero") });
+  const zero = openSync("/dev/zero", "r");
+  try {
+    const piped = spawnSync(process.execPath, [...CLI_ARGS, "generate", "-m", sharedFile(MODEL)!, "--backend", "reference"], { cwd: PROJECT_ROOT, encoding: "utf8", stdio: [zero, "pipe", "pipe"], timeout: RUN_LIMIT_MS });
+    assert.equal(piped.status, 1, piped.stderr);
+    assert.equal(piped.stderr, line("the prompt on stdin"));
+  } finally {
+    closeSync(zero);
+  }
+  // sparse: no disk taken, no byte read
+  const big = join(mkdtempSync(join(dir, "big-")), "big.txt");
+  const fd = openSync(big, "w");
+  ftruncateSync(fd, limit + 1);
+  closeSync(fd);
+  assert.deepEqual(tsllm(["perplexity", "-m", sharedFile(MODEL)!, "-f", big]), { code: 1, stdout: "", stderr: line(`--file ${big}`) });
 });

@@ -1,4 +1,5 @@
-import { readFileSync, statSync } from "node:fs";
+import { constants } from "node:buffer";
+import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { resolveModelReference } from "../hub/index.js";
 import { printable } from "../units/index.js";
@@ -123,6 +124,42 @@ export function utf8Lines(input: Readable, where: string): { text: PassThrough; 
 }
 
 /**
+ * The most bytes a text read here may have: the longest string JavaScript holds (an ASCII text of
+ * more could not be one). `--file /dev/zero` (or `< /dev/zero`) was read without end, past 4 GB of
+ * memory in 40 s; a regular file of more is refused by its size, before any is read.
+ */
+const MAX_TEXT_BYTES = constants.MAX_STRING_LENGTH;
+
+function tooLong(where: string): Error {
+  return new Error(`${where}: more than ${MAX_TEXT_BYTES} bytes, the longest text a JavaScript string holds; give a smaller text`);
+}
+
+/** appends `chunk` to `chunks` unless that makes more than MAX_TEXT_BYTES, the count so far given */
+function addChunk(chunks: Buffer[], total: number, chunk: Buffer, where: string): number {
+  if (total + chunk.length > MAX_TEXT_BYTES) throw tooLong(where);
+  chunks.push(chunk);
+  return total + chunk.length;
+}
+
+/** a file's bytes, at most MAX_TEXT_BYTES of them (a device or FIFO read until it ends or passes that) */
+function readBounded(path: string, where: string): Buffer {
+  const fd = openSync(path, "r");
+  try {
+    if (fstatSync(fd).size > MAX_TEXT_BYTES) throw tooLong(where);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(1 << 20);
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) return Buffer.concat(chunks, total);
+      total = addChunk(chunks, total, buf.subarray(0, n), where);
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
  * The UTF-8 text of the file a flag names (--file, --grammar, --chat-template, ...): one line
  * naming the flag and the path when it is missing, a folder, unreadable or not UTF-8 (exit 1,
  * as a --model that is not found: the command line was well formed, the file is not usable).
@@ -133,9 +170,10 @@ export function readTextFile(path: string, flag: string): string {
   const where = `${flag} ${path}`;
   let bytes: Buffer;
   try {
-    bytes = readFileSync(path);
+    bytes = readBounded(path, where);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
+    if (code === undefined) throw e; // too long: said already
     throw new Error(`${where}: ${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a folder, not a text file" : `cannot be read (${printable((e as Error).message)})`}`);
   }
   return decodeUtf8(bytes, where);
@@ -144,8 +182,9 @@ export function readTextFile(path: string, flag: string): string {
 /** all of stdin as UTF-8 text (`--file -`, or a prompt piped in), `where` naming it in errors */
 export async function readStdinText(where: string): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return decodeUtf8(Buffer.concat(chunks), where);
+  let total = 0;
+  for await (const chunk of process.stdin) total = addChunk(chunks, total, chunk as Buffer, where);
+  return decodeUtf8(Buffer.concat(chunks, total), where);
 }
 
 /**
