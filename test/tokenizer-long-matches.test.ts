@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
+import * as tokenizersLibrary from "@huggingface/tokenizers";
 import { hfFolders, LLAMA_CPP_DISAGREES } from "../scripts/tokenizer-diff.js";
 import { folderTokenizerEntries } from "../src/convert/tokenizer-keys.js";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
@@ -642,10 +643,10 @@ function searchesOf<T>(f: () => T): [T, number] {
   }
 }
 
-test("ordinary text under GPT-2's, Llama 3's, Qwen2's, tekken's and deepseek-v3's patterns: about one regex search a piece, the pieces of one search over the whole text", () => {
+test("ordinary text under GPT-2's, Llama 3's, Qwen2's, tekken's, deepseek-v3's and o200k's patterns: about one regex search a piece, the pieces of one search over the whole text", () => {
   const text = ordinaryText(200_000);
-  for (const pre of ["gpt-2", "llama-bpe", "qwen2", "tekken", "deepseek-v3"]) {
-    const patterns = preTokenizerPatterns(pre)!.slice(-1);
+  for (const pre of ["gpt-2", "llama-bpe", "qwen2", "tekken", "deepseek-v3", "o200k"]) {
+    const patterns = pre === "o200k" ? [o200k()] : preTokenizerPatterns(pre)!.slice(-1);
     const [{ pieces }, searches] = searchesOf(() => piecesOf(text, patterns));
     assert.deepEqual(pieces, wholeSplit(text, patterns), pre);
     // a few more: the cut looked for once a window (16K characters)
@@ -710,6 +711,73 @@ test("gpt2-tiny with deepseek-llm's Splits as its tokenizer.json spells them (`\
     const texts = [
       `x${" ".repeat(3_000)}`, `${" ".repeat(3_000)}1`, `a \t${"\u3000".repeat(2_000)}`, `1${" ".repeat(2_000)}2${" \t".repeat(1_000)}`, "hello world  ", ordinaryText(20_000),
       randomTexts(200, 48).join(""),
+    ];
+    await assertWindowedIds(tok, ref, texts);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/*
+ * o200k's pattern (GPT-4o's; Phi-4's and gpt-oss's tokenizer.json) is tekken's with contractions
+ * after the letters and up to three digits (pre-tokenizers.ts, RunPatterns): it was searched whole,
+ * one search a match, so a megabyte of combining marks was one 0.5 s search holding the event
+ * loop. Judges: the pattern as the tokenizers library compiles it, over the whole text; the
+ * library's ids.
+ */
+const O200K_REGEX = String.raw`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`;
+
+/** o200k's pattern as the tokenizers library compiles a Split of it (its typings leave the class out) */
+function o200k(): RegExp {
+  const { SplitPreTokenizer } = tokenizersLibrary as unknown as { SplitPreTokenizer: new (config: object) => { pattern: RegExp } };
+  const split = new SplitPreTokenizer({ type: "Split", pattern: { Regex: O200K_REGEX }, behavior: "Isolated", invert: false });
+  return new RegExp(split.pattern.source, split.pattern.flags);
+}
+
+test("o200k's pattern (tokenizer.json) searched a window at a time splits as one search over the whole text", () => {
+  const patterns = [o200k()];
+  const crafted = [
+    ...llamaTexts(), "HelloWorld's", "ABC'S def'Re GHI'vEx", "it's'll've", "\u4e2d'd", "A\u0301'm", "x'", "don't", "'s'S's", "12345678'9", "HELLO'", "\u01c5'Ll!",
+    "a!!\n//\n/x", " !!\r\n/", "\u{1d400}\u{1d41a}'t", "\u02b0\u02b0'D", "x\u0301\u0301AB\u0301cd's",
+  ];
+  let compared = 0;
+  for (const text of [...crafted, ...randomTexts(1500, 49, ["'s", "'T", "'re", "'VE", "'ll", "'", "'m", "123", "1234"])]) {
+    const want = wholeSplit(text, patterns);
+    for (const chars of [4, 5, 7, 16]) {
+      assert.deepEqual(withWindow(chars, () => piecesOf(text, patterns).pieces), want, `window ${chars}: ${JSON.stringify(text)}`);
+      compared++;
+    }
+  }
+  assert.ok(compared > 6_000, `${compared} splits compared`);
+});
+
+test("a long run under o200k's pattern (tokenizer.json) is reported a window at a time before it is handed out", () => {
+  // before: one search over the whole run (no report)
+  const re = o200k();
+  for (const run of ["a", "A", "\u4e2d", "\u0301", " ", "!", "\u02b0", "7"]) {
+    for (const text of [`${run.repeat(100_000)}'s`, `A${run.repeat(100_000)}\u02b0.`, `e${run.repeat(100_000)}'RE x`]) {
+      const { pieces, reports } = piecesOf(text, [re]);
+      assert.deepEqual(pieces, wholeSplit(text, [re]), `${JSON.stringify(text.slice(0, 12))}`);
+      // (digits are pieces of three)
+      if (run !== "7") assert.ok(reports >= Math.floor(text.length / longMatchWindow.chars) - 2, `${JSON.stringify(text.slice(0, 12))}: ${reports} reports`);
+    }
+  }
+});
+
+test("gpt2-tiny with o200k's Split regex (tokenizer.json): long runs searched a window at a time give @huggingface/tokenizers' ids", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-long-matches-o200k-"));
+  try {
+    const tj = JSON.parse(readFileSync(join(gpt2!, "tokenizer.json"), "utf8")) as Record<string, unknown>;
+    tj.pre_tokenizer = {
+      type: "Sequence",
+      pretokenizers: [{ type: "Split", pattern: { Regex: O200K_REGEX }, behavior: "Isolated", invert: false }, { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false }],
+    };
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tj));
+    const tok = await tokenizerFromFolder(dir), ref = await tokenizerFromFolder(dir, { libraryOnly: true });
+    assert.notEqual(tok.encoder, "library");
+    const texts = [
+      `e${"\u0301".repeat(20_000)}'s`, `${"A".repeat(20_000)}\u02b0b'LL`, `\n${" ".repeat(20_000)}x`, `!${"a".repeat(20_000)}'t`, `x${"\u200b".repeat(20_000)}a`,
+      ` ${"!".repeat(20_000)}\n\n/x`, "HelloWorld's ABCdef'RE GHI \u01c5\u01c5ab 1234567", ordinaryText(30_000), randomTexts(300, 50, ["'s", "'T", "'re", "123"]).join(""),
     ];
     await assertWindowedIds(tok, ref, texts);
   } finally {

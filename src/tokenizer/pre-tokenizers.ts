@@ -174,6 +174,14 @@ const BLOOM = classRun(" ", `[^(${S}|.,!?\\u2026\\u3002\\uff0c\\u3001\\u0964\\u0
 const DEEPSEEK_V3 = `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /** tekken's pattern (RunPatterns: tekkenMatchEnd) */
 const TEKKEN = `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * o200k's (GPT-4o's; Phi-4's and gpt-oss's tokenizer.json), as the tokenizers library compiles it:
+ * tekken's with the contractions after the letters and up to three digits (RunPatterns: o200kMatchEnd).
+ * Not llama.cpp's "gpt-4o" pre-tokenizer, which spells the letters otherwise.
+ */
+const O200K_LETTERS = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", O200K_LOWER = "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]";
+const O200K = `[^\\r\\n\\p{L}\\p{N}]?${O200K_LETTERS}*${O200K_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${O200K_LETTERS}+${O200K_LOWER}*${CONTRACTIONS}?|` +
+  `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -408,8 +416,9 @@ export class PieceCursor {
     if (from >= cut) {
       if (from < this.noCutBefore[d]!) return undefined;
       const chars = Math.max(4, longMatchWindow.chars), x = windowEnd(piece, from + chars);
-      WORD_CUT.lastIndex = from + (chars >> 1);
-      const f = WORD_CUT.exec(piece.slice(0, x));
+      const cutRe = this.runPatterns[d]?.cut ?? WORD_CUT;
+      cutRe.lastIndex = from + (chars >> 1);
+      const f = cutRe.exec(piece.slice(0, x));
       if (f === null) {
         // looked for again a half window on: each character is read by at most two of these searches
         this.noCutBefore[d] = from + (chars >> 1);
@@ -587,6 +596,20 @@ export class PieceCursor {
 }
 
 /**
+ * A cut for LongRuns and RunPatterns: a letter, then a character that is neither letter nor mark;
+ * or a digit, then one that is neither letter, mark nor digit (at the cut). Of those patterns only
+ * the letter and digit alternatives read a letter or digit (deepseek-v3's letters may start on
+ * one digit), and they stop at the first character that goes on no run of letters (letters and
+ * marks) or of digits; every other run they read, of white space or others, stops at a letter
+ * or digit (GPT-2's lookahead reads one character past white space). So a search from before the
+ * cut reads nothing past it, and a match starting before it ends at or before it: a search of the
+ * piece up to one character past the cut is the piece's there.
+ */
+const WORD_CUT = /\p{L}(?=[^\p{L}\p{M}])|\p{N}(?=[^\p{L}\p{M}\p{N}])/gu;
+/** WORD_CUT for o200k's pattern, whose letters may go on with a contraction */
+const O200K_CUT = /\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=[^\p{L}\p{M}\p{N}])/gu;
+
+/**
  * A pattern whose match at a position can be worked out from the runs of character classes it
  * reads, and where whether a match starts at a character is decided by it and the next:
  * Llama 3's, Qwen2's, deepseek-v3's third and tekken's (their tokenizer.json's patterns, as the
@@ -599,6 +622,8 @@ interface RunPattern {
   readonly inWindow: (window: string, i: number, e: number) => boolean;
   /** the end of the piece's match at `p` (there is one), alternative by alternative; yields characters read */
   readonly matchEnd: (piece: string, p: number) => Generator<number, number>;
+  /** where a word ends (PieceCursor.cutSearch): WORD_CUT unless a match may go on past it */
+  readonly cut?: RegExp;
 }
 /**
  * Llama 3's and Qwen2's: `(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
@@ -621,12 +646,17 @@ interface RunPattern {
  * starts a match. The letter alternatives backtrack inside the run of letters and marks after X
  * (U* gives back to its last character also in W), so they read that whole run and one past it;
  * the others read as Llama 3's do.
+ *
+ * o200k's: tekken's with `(?:'[sS]|...)?` after each letter alternative and `\p{N}{1,3}`: the
+ * search reads up to three characters past a letter match for a contraction, so a word's end
+ * before "'" is no cut (O200K_CUT).
  */
 const RUN_PATTERNS = new Map<string, RunPattern>([
   [LLAMA3, { inWindow: spaceEndsIn, matchEnd: (piece, p) => llamaMatchEnd(piece, p, 3) }],
   [QWEN2, { inWindow: spaceEndsIn, matchEnd: (piece, p) => llamaMatchEnd(piece, p, 1) }],
   [DEEPSEEK_V3, { inWindow: spaceEndsIn, matchEnd: v3MatchEnd }],
-  [TEKKEN, { inWindow: lettersEndIn, matchEnd: tekkenMatchEnd }],
+  [TEKKEN, { inWindow: lettersEndIn, matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 1, false) }],
+  [O200K, { inWindow: (w, i, e) => e + 3 < w.length && lettersEndIn(w, i, e), matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 3, true), cut: O200K_CUT }],
 ]);
 const SPACE_CHAR = new RegExp(`^${S}$`, "u");
 const SPACE_END = new RegExp(NS, "gu");
@@ -703,20 +733,29 @@ const LLAMA_CLASSES = [LETTER, NUMBER, SPACE_CHAR];
 function* llamaMatchEnd(piece: string, p: number, digits: number): Generator<number, number> {
   const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, LLAMA_CLASSES), k1 = classOf(piece, next, LLAMA_CLASSES);
   if (c0 === 0x27) {
-    const m = CONTRACTION.exec(piece.slice(p, p + 3));
-    if (m !== null) return p + m[0].length;
+    const e = contractionEnd(piece, p);
+    if (e > p) return e;
   }
   if (k0 === 0) return yield* runEnd(piece, p, LETTER_END);
-  if (k0 === 1) {
-    let e = next;
-    for (let n = 1; n < digits && classOf(piece, e, LLAMA_CLASSES) === 1; n++) e = after(piece, e);
-    return e;
-  }
+  if (k0 === 1) return digitsEnd(piece, next, digits);
   // [^\r\n\p{L}\p{N}]?\p{L}+: one O or white space other than a newline, then letters
   if (k1 === 0 && c0 !== 10 && c0 !== 13) return yield* runEnd(piece, next, LETTER_END);
   // ' ?[^S\p{L}\p{N}]+[\r\n]*'
   if (k0 === 3 || (c0 === 0x20 && k1 === 3)) return yield* othersEnd(piece, k0 === 3 ? p : next, OTHER_END, NEWLINE_END);
   return yield* spaceMatchEnd(piece, p);
+}
+
+/** past a contraction at `p` (`'s`, `'T`, `'re` ...), or `p` where none begins there */
+function contractionEnd(piece: string, p: number): number {
+  const m = CONTRACTION.exec(piece.slice(p, p + 3));
+  return m === null ? p : p + m[0].length;
+}
+
+/** past up to `digits` digits in all, the first of them before `next` */
+function digitsEnd(piece: string, next: number, digits: number): number {
+  let e = next;
+  for (let n = 1; n < digits && e < piece.length && NUMBER.test(charAt(piece, e)); n++) e = after(piece, e);
+  return e;
 }
 
 /** a run of `others` from `i` (`end`: the first character not one), then a run of `newlines` where one follows */
@@ -786,25 +825,29 @@ function* tekkenUpperLower(piece: string, s: number): Generator<number, number> 
   return both < 0 ? -1 : after(piece, both);
 }
 
-/** the end of the match of tekken's pattern at `p`, alternative by alternative (RunPatterns) */
-function* tekkenMatchEnd(piece: string, p: number): Generator<number, number> {
+/**
+ * the end of the match of tekken's pattern at `p`, alternative by alternative (RunPatterns); o200k's:
+ * up to 3 digits, and a contraction after the letters (optional, so it takes no other letters)
+ */
+function* tekkenMatchEnd(piece: string, p: number, digits: number, contractions: boolean): Generator<number, number> {
   const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, TEKKEN_CLASSES), k1 = classOf(piece, next, TEKKEN_CLASSES);
   const letter = (k: number): boolean => k >= 0 && k <= 3;
   // where U and W may start: after X (a mark, white space other than a newline, other) first, then at p
   const starts: number[] = [];
   if ((k0 === 3 || k0 === 5 || k0 === 6) && c0 !== 10 && c0 !== 13 && letter(k1)) starts.push(next);
   if (letter(k0)) starts.push(p);
+  const withContraction = (e: number): number => (contractions ? contractionEnd(piece, e) : e);
   for (const s of starts) {
     const e = yield* tekkenUpperLower(piece, s);
-    if (e >= 0) return e;
+    if (e >= 0) return withContraction(e);
   }
   // X?U+W*: U+ to its run's end, then W*
   for (const s of starts) {
     if (classOf(piece, s, TEKKEN_CLASSES) === 1) continue;
     const [u] = yield* upperRun(piece, s);
-    return yield* runEnd(piece, u, LOWER_END);
+    return withContraction(yield* runEnd(piece, u, LOWER_END));
   }
-  if (k0 === 4) return next;
+  if (k0 === 4) return digitsEnd(piece, next, digits);
   // ' ?[^S\p{L}\p{N}]+[\r\n/]*' (marks are in that class; a run of them was taken above)
   if (k0 === 6 || (c0 === 0x20 && k1 === 6)) return yield* othersEnd(piece, k0 === 6 ? p : next, OTHER_END, NEWLINE_SLASH_END);
   return yield* spaceMatchEnd(piece, p);
@@ -855,17 +898,6 @@ function charStart(piece: string, i: number): number {
   return c >= 0xdc00 && c <= 0xdfff && i > 0 && piece.charCodeAt(i - 1) >= 0xd800 && piece.charCodeAt(i - 1) <= 0xdbff ? i - 1 : i;
 }
 
-/**
- * A cut for LongRuns and RunPatterns: a letter, then a character that is neither letter nor mark;
- * or a digit, then one that is neither letter, mark nor digit (at the cut). Of those patterns only
- * the letter and digit alternatives read a letter or digit (deepseek-v3's letters may start on
- * one digit), and they stop at the first character that goes on no run of letters (letters and
- * marks) or of digits; every other run they read, of white space or others, stops at a letter
- * or digit (GPT-2's lookahead reads one character past white space). So a search from before the
- * cut reads nothing past it, and a match starting before it ends at or before it: a search of the
- * piece up to one character past the cut is the piece's there.
- */
-const WORD_CUT = /\p{L}(?=[^\p{L}\p{M}])|\p{N}(?=[^\p{L}\p{M}\p{N}])/gu;
 
 /** the characters GPT-2's pattern is searched in at a time from where a piece goes on (PieceCursor); tests set it small */
 export const longMatchWindow = { chars: SCAN_CHARS };
