@@ -562,6 +562,31 @@ describe("tsllm serve on stories260K", { skip }, () => {
     assert.equal((JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as ErrorBody).error.code, "headers_too_large");
   });
 
+  test("GET /props, llama-server's: the context a request has (n_ctx), the sequences run at once, the chat template, no image or audio input; guarded by an API key", async () => {
+    // the judge: llama-server's handle_props fields (default_generation_settings.n_ctx, total_slots,
+    // model_path, modalities, chat_template) and its API-key middleware (/props is not public); it was a 404
+    const r = await fetch(`${s.url}/props`);
+    assert.equal(r.status, 200);
+    const props = (await r.json()) as { default_generation_settings: { n_ctx: number; params: Record<string, unknown> }; total_slots: number; model_path: string; model_alias: string; modalities: unknown; chat_template: string };
+    assert.equal(props.default_generation_settings.n_ctx, model.contextSize);
+    assert.equal(props.default_generation_settings.n_ctx, 512);
+    assert.equal(props.default_generation_settings.params["n_predict"], -1);
+    assert.equal(props.total_slots, 32);
+    assert.equal(props.model_path, model.path);
+    assert.equal(props.model_alias, "stories260K");
+    assert.deepEqual(props.modalities, { vision: false, audio: false });
+    assert.equal(props.chat_template, CHAT_TEMPLATE);
+    const keyed = await serveStories({}, { apiKey: "k" });
+    try {
+      assert.equal((await fetch(`${keyed.url}/props`)).status, 401);
+      const ok = await fetch(`${keyed.url}/props`, { headers: { Authorization: "Bearer k" } });
+      assert.equal(ok.status, 200);
+      assert.equal(((await ok.json()) as { total_slots: number }).total_slots, keyed.model.engine.maxSequences);
+    } finally {
+      await keyed.close();
+    }
+  });
+
   test("GET /v1/models, /health, /metrics; POST /tokenize, /detokenize", async () => {
     const models = (await (await fetch(`${s.url}/v1/models`)).json()) as ModelList;
     assert.equal(models.data[0]!.id, "stories260K");

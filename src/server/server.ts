@@ -17,7 +17,7 @@ import { ApiError, internal, invalid } from "./errors.js";
 import { authorized, BodyBudget, BodyCutOff, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
-import { optBoolean, type Body } from "./params.js";
+import { defined, optBoolean, type Body } from "./params.js";
 import { idsAndTexts, kindOf, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
 import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
@@ -139,8 +139,8 @@ function pathOf(req: IncomingMessage): string {
   // (after an authority comes "/", "?" or the end)
   return origin && path === "" ? "/" : path;
 }
-/** GET routes a request log leaves out: health probes, metric scrapes, model lists and the page are sent over and over */
-const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", "/models", MODEL_ROUTE, ...PAGE_PATHS]);
+/** GET routes a request log leaves out: health probes, metric scrapes, model lists, /props and the page are sent over and over (llama-server leaves out /props too) */
+const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", "/models", "/props", MODEL_ROUTE, ...PAGE_PATHS]);
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -252,6 +252,7 @@ export class OpenAIServer {
     for (const path of ["/v1/models", "/models"]) get(path, (_req, res) => this.listModels(res));
     get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
     get("/health", (_req, res) => this.health(res));
+    get("/props", (_req, res) => this.props(res));
     get("/metrics", (_req, res) => this.renderMetrics(res));
     post("/tokenize", async (req, res) => this.tokenize(await this.json(req), res));
     post("/detokenize", async (req, res) => this.detokenize(await this.json(req), res));
@@ -463,8 +464,8 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
-      // every route under /v1/, /models and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
-      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
+      // every route under /v1/, /models, /props (the model's path and template) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
+      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || path === "/props" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
       // one request of a connection at a time (HTTP/1.1 answers them in order anyway): a request
@@ -663,6 +664,29 @@ export class OpenAIServer {
     const { entry, names } = this.modelEntry();
     if (!names.has(name)) throw new ApiError(404, `the model '${name}' does not exist: this server serves '${entry["id"] as string}'`, "invalid_request_error", "model", "model_not_found");
     return this.reply(res, 200, entry);
+  }
+
+  /**
+   * llama-server's GET /props, which its web UI and clients read for the served model: the context
+   * a request has (default_generation_settings.n_ctx), the sequences run at once (total_slots), the
+   * chat template ("" where the model has none), no image or audio input, and the sampling
+   * defaults the model sets, by llama-server's names (was a 404: a client reading n_ctx there had none)
+   */
+  private props(res: ServerResponse): Promise<void> {
+    const { model, modelId, formatter } = this.ready();
+    let template = "";
+    try {
+      template = formatter().template.source;
+    } catch {
+      // (no chat template: llama-server's props hold "" then)
+    }
+    const d = model.generationDefaults;
+    const params = { n_predict: d.maxTokens ?? -1, temperature: d.temperature, top_k: d.topK, top_p: d.topP, min_p: d.minP, typical_p: d.typicalP, repeat_penalty: d.repeatPenalty, repeat_last_n: d.repeatLastN };
+    return this.reply(res, 200, {
+      default_generation_settings: { n_ctx: model.contextSize, params: defined(params) },
+      total_slots: model.engine.maxSequences, model_alias: modelId, model_path: model.path,
+      modalities: { vision: false, audio: false }, chat_template: template,
+    });
   }
 
   private health(res: ServerResponse): Promise<void> {
