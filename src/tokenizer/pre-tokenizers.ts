@@ -176,7 +176,7 @@ const DEEPSEEK_V3 = `[!"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_\`{|}~][A-Za-z]+|[^\\r
 const TEKKEN = `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /**
  * o200k's (GPT-4o's; Phi-4's and gpt-oss's tokenizer.json), as the tokenizers library compiles it:
- * tekken's with the contractions after the letters and up to three digits (RunPatterns: o200kMatchEnd).
+ * tekken's with the contractions after the letters and up to three digits (RunPatterns: tekkenMatchEnd).
  * Not llama.cpp's "gpt-4o" pre-tokenizer, which spells the letters otherwise.
  */
 const O200K_LETTERS = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", O200K_LOWER = "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]";
@@ -259,7 +259,7 @@ export class PieceCursor {
   private readonly runScan: Int32Array;
   private readonly runEnd: (RegExp | undefined)[];
   private readonly runSpaces: boolean[];
-  /** per pattern: a RunPattern (Llama 3's, Qwen2's, deepseek-v3's, tekken's), a ClassRun, a bounded pattern's reach */
+  /** per pattern: a RunPattern (Llama 3's, Qwen2's, deepseek-v3's, tekken's, o200k's), a ClassRun, a bounded pattern's reach */
   private readonly runPatterns: (RunPattern | undefined)[];
   private readonly classRuns: (ClassRun | undefined)[];
   private readonly trailingRuns: (TrailingRun | undefined)[];
@@ -316,7 +316,8 @@ export class PieceCursor {
    * the next piece, or undefined after the last; a number: that many characters of a long match
    * or gap were read, its end not found yet (a megabyte of one letter is one match, and one regex
    * search over it held the event loop for a fifth of a second): every pattern of llama.cpp's
-   * pre-tokenizers, and a tokenizer.json's ClassRun in any spelling, is searched a window at a time
+   * pre-tokenizers, a tokenizer.json's ClassRun or TrailingRun in any spelling, and o200k's, is
+   * searched a window at a time
    */
   next(): string | number | undefined {
     const n = this.patterns.length;
@@ -612,10 +613,10 @@ const O200K_CUT = /\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=[^\p{L}\p{M}\p{N}])/gu;
 /**
  * A pattern whose match at a position can be worked out from the runs of character classes it
  * reads, and where whether a match starts at a character is decided by it and the next:
- * Llama 3's, Qwen2's, deepseek-v3's third and tekken's (their tokenizer.json's patterns, as the
- * tokenizers library and this file spell them). A match found in a window of the piece, ending 2+
- * characters before the window's end, is the piece's where `inWindow` says what the search read
- * lies inside the window; otherwise `matchEnd` works it out.
+ * Llama 3's, Qwen2's, deepseek-v3's third, tekken's and o200k's (their tokenizer.json's patterns,
+ * as the tokenizers library and this file spell them). A match found in a window of the piece,
+ * ending 2+ characters before the window's end, is the piece's where `inWindow` says what the
+ * search read lies inside the window; otherwise `matchEnd` works it out.
  */
 interface RunPattern {
   /** `window`: the piece up to the window's end; the match [i, e) */
