@@ -46,6 +46,14 @@ test("tsllm pipeline ner --aggregation-strategy and fill-mask --top-k", { skip: 
   const m = exp("bert-uncased-mlm").cases[5];
   const f = JSON.parse(tsllm("pipeline", "fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", m.text, "--top-k", "3", "--json", "--threads", "1").stdout);
   assert.deepEqual(f[0].map((row: { token: number }[]) => row.map((x) => x.token)), m.pipeline_fill_mask_top_k_5.map((row: { token: number }[]) => row.slice(0, 3).map((x) => x.token)));
+  // --top-k 0: no proposal, no label (transformers' topk(0), [:0]), as the library answers; it was a usage error
+  const none = (...args: string[]) => {
+    const z = tsllm("pipeline", ...args, "--top-k", "0", "--json", "--threads", "1");
+    assert.equal(z.status, 0, z.stderr);
+    return JSON.parse(z.stdout);
+  };
+  assert.deepEqual(none("fill-mask", "--model", `${O}/bert-uncased-mlm`, "--input", m.text), [[[], []]]);
+  assert.deepEqual(none("sentiment-analysis", "--model", `${O}/bert-uncased-sst`, "--input", "fine"), [[]]);
 });
 
 test("tsllm pipeline warns of an input past the model's tokens (read cut, where transformers fails on it)", { skip: skipWithoutShared("hf-oracle/bert-chinese-base") }, () => {
@@ -243,7 +251,7 @@ test("tsllm embed warns of an input past max_seq_length (embedded cut, as encode
 });
 
 test("usage errors: one line, exit 2", () => {
-  for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "0"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "all"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
+  for (const args of [["pipeline"], ["pipeline", "summarize", "--input", "x"], ["pipeline", "ner", "--model", "m"], ["pipeline", "ner", "--input", "x", "--aggregation-strategy", "mean"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "1.5"], ["pipeline", "fill-mask", "--input", "x", "--top-k", "all"], ["embed", "--model", "m"], ["embed", "--input", "x", "--pooling", "avg"]]) {
     const r = tsllm(...args);
     assert.equal(r.status, 2, `${args.join(" ")}: ${r.stderr}`);
     assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
@@ -339,6 +347,13 @@ test("tsllm pipeline text-generation --repetition-penalty (transformers' repetit
     assert.equal(sampled.stderr, `seed ${first.seed} (--seed ${first.seed} repeats the run)\n`);
     assert.deepEqual(out(run(`${O}/gpt2-tiny`, "--do-sample", "--max-new-tokens", "12", "--seed", String(first.seed))), first);
     assert.deepEqual(Object.keys(out(run(`${O}/gpt2-tiny`, "--max-new-tokens", "3"))), ["generated_text"]);
+    // no room for a new token: refused as transformers refuses it, not answered with the prompt alone
+    const zero = run(`${O}/gpt2-tiny`, "--max-new-tokens", "0");
+    assert.equal(zero.status, 2);
+    assert.equal(zero.stderr, "tsllm: error: --max-new-tokens must be >= 1, got 0\n");
+    const full = tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", "Once upon a time", "--max-length", "4", "--threads", "1");
+    assert.equal(full.status, 1);
+    assert.equal(full.stderr, `tsllm: error: text-generation: the input has 4 tokens and maxLength 4 (maxLength, --max-length) counts them: no room for a new token; transformers refuses it too ("Input length of input_ids is 4, but max_length is set to 4"): give maxNewTokens, or a larger maxLength\n`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -228,6 +228,10 @@ test("text-generation takes config.json's generation settings without a generati
     const typical = await open(gpt2TinyConfig(dir, "typical", {}, { typical_p: 0.5 }));
     assert.equal(await typical({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
     await assert.rejects(typical({ doSample: true, maxNewTokens: 8 }), /generation_config\.json sets typical_p 0\.5, .*it acts only when sampling: decode greedily \(doSample false\)/);
+    // no room for a new token, as generate() refuses it (_validate_generated_length; GenerationConfig.validate's max_new_tokens > 0): not the prompt alone
+    await assert.rejects(plain({ maxLength: 4 }), (e: unknown) => e instanceof OptionError && e.option === "maxLength" && e.message.startsWith(`text-generation: the input has 4 tokens and maxLength 4 (maxLength, --max-length) counts them: no room for a new token; transformers refuses it too ("Input length of input_ids is 4, but max_length is set to 4")`));
+    await assert.rejects(plain({ maxNewTokens: 0 }), (e: unknown) => e instanceof OptionError && e.option === "maxNewTokens" && e.message === "maxNewTokens must be a positive integer, got 0");
+    assert.equal((await plain({ maxLength: 5 })).length > 0, true, "one new token");
     // a repetitionPenalty transformers refuses, named before any work
     await assert.rejects(plain({ repetitionPenalty: 0 }), (e: unknown) => e instanceof OptionError && e.option === "repetitionPenalty" && e.message === "repetitionPenalty must be a finite number above 0 (1 for none), got 0");
   } finally {
@@ -578,7 +582,7 @@ test("text-generation: transformers' snake_case options are refused, not ignored
     await assert.rejects(gen(t.prompt, { max_new_tokens: 3 } as never), /text-generation: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
     await assert.rejects(gen(t.prompt, { do_sample: true } as never), /text-generation: unknown option "do_sample" \(did you mean doSample\?\)/);
     await assert.rejects(pipeline("text-generation", folder, { threads: 1, max_new_tokens: 3 } as never), /pipeline: unknown option "max_new_tokens" \(did you mean maxNewTokens\?\)/);
-    await assert.rejects(pipeline("text-generation", folder, { threads: 1, maxNewTokens: -1 }), /^OptionError: maxNewTokens must be a non-negative integer, got -1$/);
+    await assert.rejects(pipeline("text-generation", folder, { threads: 1, maxNewTokens: -1 }), /^OptionError: maxNewTokens must be a positive integer, got -1$/);
   } finally {
     gen.dispose();
   }
@@ -652,8 +656,8 @@ test("every refused pipeline option value is an OptionError naming the option, f
   await refused(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, batchSize: 0 }), "batchSize", /^batchSize must be a positive integer, got 0$/);
   await refused(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, maxLength: 1 }), "maxLength", /^maxLength must be an integer >= 2, got 1$/);
   await refused(pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, functionToApply: "relu" as never }), "functionToApply", /^functionToApply: /);
-  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxLength: -2 }), "maxLength", /^maxLength must be a non-negative integer, got -2$/);
-  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxNewTokens: 0.5 }), "maxNewTokens", /^maxNewTokens must be a non-negative integer, got 0.5$/);
+  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxLength: -2 }), "maxLength", /^maxLength must be a positive integer, got -2$/);
+  await refused(pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1, maxNewTokens: 0.5 }), "maxNewTokens", /^maxNewTokens must be a positive integer, got 0.5$/);
   // embed(): this MiniLM's embeddings have 48 dimensions (its hidden size); it names no prompts
   const m = `${O}/minilm-embed`;
   await refused(embed(m, ["a"], { threads: 1, pooling: "sum" as never }), "pooling", /^pooling: expected one of mean, /);
@@ -719,7 +723,8 @@ test("text-generation asking for more tokens than the model's context: one warni
     assert.deepEqual(warnings, [`text-generation: the input asks for up to ${positions - 3 + 256} tokens in all, the prompt's ${positions - 3} included (the default 256 new tokens); the model's context holds ${positions}: the generation stops there at the latest`]);
     warnings.length = 0;
     await gen(prompt, { maxLength: positions });
-    await gen(prompt, { maxLength: positions - 10 });
+    // a maxLength the prompt fills: refused (as generate() refuses it), not warned of
+    await assert.rejects(gen(prompt, { maxLength: positions - 10 }), (e: unknown) => e instanceof OptionError && e.option === "maxLength");
     assert.deepEqual(warnings, []);
   } finally {
     gen.dispose();

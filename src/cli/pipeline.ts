@@ -21,7 +21,8 @@ Options:
   --model MODEL                 HF folder or Hub id (default: transformers' default model for TASK)
   --input TEXT                  an input (repeatable; required)
   --pair TEXT                   text-classification: the second text of the input at the same place (repeatable)
-  --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5);
+  --top-k K                     labels (text-classification; "all" for every label) or proposals (fill-mask, default 5),
+                                0 for none;
                                 text-generation: sampling's top-k, 0 for none (default: the folder's top_k, else 50)
   --function-to-apply F         text-classification: softmax, sigmoid or none (default: the model's, as transformers)
   --aggregation-strategy S      token-classification: none (default), simple, first, average, max
@@ -37,11 +38,11 @@ Options:
                                 words ('["New York", "is", "big"]'), so a word may hold the delimiter; the spans
                                 index the words joined by --delimiter
   --target WORD                 fill-mask: score only this token (repeatable; transformers' targets)
-  --max-new-tokens N            text-generation: new tokens at most (default: the model folder's
+  --max-new-tokens N            text-generation: new tokens at most, 1 or more (default: the model folder's
                                 generation_config.json max_new_tokens, else 256)
-  --max-length N                text-generation: tokens in all, the prompt's included (unused beside the folder's
-                                max_new_tokens, as transformers); token-classification: tokens the model reads at
-                                once, special tokens included (default the model's)
+  --max-length N                text-generation: tokens in all, the prompt's included, more than the prompt's
+                                (unused beside the folder's max_new_tokens, as transformers); token-classification:
+                                tokens the model reads at once, special tokens included (default the model's)
   --do-sample, --no-do-sample   text-generation: sample, or decode greedily (default: the folder's
                                 generation_config.json do_sample, else greedy, as transformers)
   --temperature T               text-generation: sampling's temperature, above 0 (default: the folder's, else 1)
@@ -112,8 +113,9 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // fill-mask has no "every token" (transformers' top_k=None there is its default, 5)
   if (topKText === "all" && task === "fill-mask") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; fill-mask takes a number of proposals`);
   if (topKText === "all" && task === "text-generation") throw new UsageError(`--top-k all is for text-classification, sentiment-analysis; text-generation takes sampling's top-k (0 for none)`);
-  // text-generation's top-k 0 keeps every token (transformers adds no TopKLogitsWarper for it)
-  const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: task === "text-generation" ? 0 : 1 });
+  // text-generation's top-k 0 keeps every token (transformers adds no TopKLogitsWarper for it); elsewhere 0 asks for
+  // no label or proposal (transformers' slice [:0], topk(0)): an empty list, as the library answers
+  const topK = topKText === "all" ? null : optionalNumber(values, "top-k", { integer: true, min: 0 });
   // in any case, as the library and transformers (AggregationStrategy[name.upper()]) read them
   const strategy = optionalString(values, "aggregation-strategy")?.toLowerCase();
   if (strategy !== undefined && !STRATEGIES.includes(strategy)) throw new UsageError(`--aggregation-strategy must be one of ${STRATEGIES.join(", ")}, got "${strategy}"`);
@@ -133,7 +135,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   if (json && !words) throw new UsageError("--input-json reads each --input as the words of --is-split-into-words; give that too");
   // each --input's words, checked before the model loads: split at the delimiter, or a JSON list (a word may then hold the delimiter)
   const wordLists = !words ? undefined : inputs.map((text, i) => (json ? jsonWords(text, inputs.length === 1 ? "--input" : `--input ${i}`) : text.split(delimiter ?? " ")));
-  const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 0 });
+  // at least one, as transformers' GenerationConfig.validate ("max_new_tokens must be greater than 0")
+  const maxNewTokens = optionalNumber(values, "max-new-tokens", { integer: true, min: 1 });
   // an encoder's window holds its special tokens and at least one more
   const encoder = task !== "text-generation";
   const maxLength = optionalNumber(values, "max-length", { integer: true, min: encoder ? 2 : 1 });

@@ -91,7 +91,8 @@ function pipelineConfig(shipped: ShippedGeneration, o: TextGenerationOptions): P
 function checkBudgets(o: TextGenerationOptions): void {
   for (const k of ["maxNewTokens", "maxLength"] as const) {
     const v = o[k];
-    if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new OptionError(`${k} must be a non-negative integer, got ${v}`, k);
+    // transformers' GenerationConfig.validate: "max_new_tokens must be greater than 0" (a maxLength of 0 has no room either)
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new OptionError(`${k} must be a positive integer, got ${v}`, k);
   }
   const p = o.repetitionPenalty;
   // transformers' RepetitionPenaltyLogitsProcessor: "penalty has to be a strictly positive float"; 1 is none
@@ -142,13 +143,23 @@ function budgetOf(c: PipelineConfig, call: TextGenerationOptions, warn: (message
 export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void, shipped: ShippedGeneration = {}) {
   checkBudgets(defaults);
   const config = pipelineConfig(shipped, defaults);
-  const tokensFor = (promptTokens: number, b: Budget): number => b.newTokens ?? Math.max(0, b.total! - promptTokens);
+  /**
+   * the new tokens a budget leaves; a maxLength the prompt already fills is refused, as generate()'s
+   * _validate_generated_length refuses it (an empty reply would pass for the model's)
+   */
+  const tokensFor = (promptTokens: number, b: Budget, label: string): number => {
+    if (b.newTokens !== undefined) return b.newTokens;
+    if (promptTokens >= b.total!) {
+      throw new OptionError(`text-generation: ${label} has ${promptTokens} tokens and maxLength ${b.total} (${b.from}) counts them: no room for a new token; transformers refuses it too ("Input length of input_ids is ${promptTokens}, but max_length is set to ${b.total}"): give maxNewTokens, or a larger maxLength`, "maxLength");
+    }
+    return b.total! - promptTokens;
+  };
   // the answer has no finish reason, and the generation stops at the end of the context at the latest:
   // transformers warns there (MaxLengthCriteria's "friendly reminder" once past max_position_embeddings;
   // GPT-2's model then fails), so the caller is told when a generation asks for more
   const checkRoom = (promptTokens: number, maxTokens: number, b: Budget, label: string): void => {
     const total = promptTokens + maxTokens;
-    if (maxTokens > 0 && total > model.contextSize) {
+    if (total > model.contextSize) {
       warn(`text-generation: ${label} asks for up to ${total} tokens in all, the prompt's ${promptTokens} included (${b.from}); the model's context holds ${model.contextSize}: the generation stops there at the latest`);
     }
   };
@@ -187,16 +198,16 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       // text prefixed is "" (TextGenerationPipeline._forward / postprocess)
       const prompt = ids.length > 0 ? input : [startTokenOf(model)];
       const promptTokens = ids.length > 0 ? ids.length : 1;
-      const maxTokens = tokensFor(promptTokens, b);
+      const maxTokens = tokensFor(promptTokens, b, label);
       checkRoom(promptTokens, maxTokens, b, label);
-      const completion = maxTokens === 0 ? "" : (await model.generate(prompt, generateOptions(maxTokens, o, call))).completion;
+      const { completion } = await model.generate(prompt, generateOptions(maxTokens, o, call));
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
     const formatter = model.chatFormatter(o.chatTemplate);
     const promptTokens = formatter.encode([...input]).length;
-    const maxTokens = tokensFor(promptTokens, b);
+    const maxTokens = tokensFor(promptTokens, b, label);
     checkRoom(promptTokens, maxTokens, b, label);
-    const reply = maxTokens === 0 ? "" : (await model.chat(input, { ...generateOptions(maxTokens, o, call), chatTemplate: o.chatTemplate })).completion;
+    const { completion: reply } = await model.chat(input, { ...generateOptions(maxTokens, o, call), chatTemplate: o.chatTemplate });
     const assistant: ChatMessage = { role: "assistant", content: reply };
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
