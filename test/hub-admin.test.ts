@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, test } from "node:test";
 import { listCachedRepos, removeCachedRepo, unreferenced } from "../src/hub/cache-admin.js";
@@ -706,4 +706,32 @@ test("a download that waited for another and took over from it once it was kille
   assert.equal(code, 0, stderr);
   assert.deepEqual(readFileSync(join(cache, "models--acme--over", "snapshots", C1, gguf.path)), gguf.content);
   assert.deepEqual(readdirSync(locks), [], "the killed one's snapshot lock goes too");
+});
+
+test("a download whose lock was taken over while it was stopped (a laptop asleep past the heartbeat) and that then writes on cannot spoil the file the taker verified", async () => {
+  const cache = join(dir, "two-writers");
+  const big: FakeFile = { path: "two-Q8_0.gguf", content: randomBytes(2_000_000, 15) };
+  hub.add({ repo: "acme/two", commit: C1, files: [big] });
+  hub.holdMidway.set(sha256(big.content), 1); // the first download gets half the file, the rest when released
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+  const blob = join(cache, "models--acme--two", "blobs", blobName(big));
+  // the first one resumes an earlier run's part, as a resumed download writes on from its end
+  mkdirSync(dirname(blob), { recursive: true });
+  writeFileSync(`${blob}.incomplete`, big.content.subarray(0, 100_000));
+  const first = spawnTsllm(["download", "acme/two:Q8_0", "--quiet"], env);
+  try {
+    await until(() => (statSync(`${blob}.incomplete`, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, "the first download reaching the middle of its file", first.child);
+    first.child.kill("SIGSTOP");
+    // stopped, its heartbeat has been silent for two minutes: its lock is taken over
+    const old = new Date(Date.now() - 120_000);
+    utimesSync(join(cache, ".locks", "models--acme--two", `${blobName(big)}.tsllm.lock`), old, old);
+    const second = await tsllm(["download", "acme/two:Q8_0", "--quiet"], env);
+    assert.equal(second.code, 0, second.stderr);
+    assert.deepEqual(readFileSync(blob), big.content);
+  } finally {
+    first.child.kill("SIGCONT");
+    hub.releaseHeld(); // the first one, awake, receives and writes the rest of its file
+  }
+  await first.closed;
+  assert.deepEqual(readFileSync(blob), big.content, "the verified blob is not spoilt by the first one's late bytes");
 });

@@ -1,5 +1,5 @@
 import { createHash, type Hash } from "node:crypto";
-import { createReadStream, existsSync, statSync } from "node:fs";
+import { constants, createReadStream, existsSync, statSync } from "node:fs";
 import { mkdir, open, rename, rm, statfs } from "node:fs/promises";
 import { dirname } from "node:path";
 import { formatBytes } from "../units/index.js";
@@ -157,7 +157,11 @@ async function attemptFetch(o: FetchBlobOptions, partial: string, mayRestart: bo
   if (hash && start > 0) await hashPrefix(hash, partial);
   let fh;
   try {
-    fh = await open(partial, start > 0 ? "a" : "w");
+    // written at each byte's own offset, never appended nor truncated: a download whose lock was
+    // taken over while it was stopped (a laptop asleep past the heartbeat) and that then goes on
+    // writes the same bytes where the taker wrote them, not after them (appended, they spoiled the
+    // file the taker had verified and renamed)
+    fh = await open(partial, constants.O_WRONLY | constants.O_CREAT);
   } catch (e) {
     r?.done();
     await response?.body?.cancel();
@@ -181,7 +185,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string, mayRestart: bo
           for (let at = 0; at < bytes.length; ) {
             let stored: number;
             try {
-              stored = (await fh.write(bytes, at, bytes.length - at)).bytesWritten;
+              stored = (await fh.write(bytes, at, bytes.length - at, written)).bytesWritten;
             } catch (e) {
               throw diskError(e, o, partial, written);
             }

@@ -2,8 +2,8 @@
  * A fake Hugging Face Hub (and ModelScope) on 127.0.0.1 with real HTTP semantics, for the hub
  * tests: model info with siblings, HEAD/GET resolve with X-Repo-Commit / ETag / X-Linked-Etag /
  * X-Linked-Size / X-Error-Code, LFS files redirected to a second "CDN" server, byte ranges, and
- * injectable faults (a connection cut mid-file, corrupted bytes of the right size, a file cut short
- * with a Content-Length to match).
+ * injectable faults (a connection cut mid-file, one stalled or held at its middle, corrupted bytes
+ * of the right size, a file cut short with a Content-Length to match).
  */
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -51,6 +51,9 @@ export class FakeHub {
   readonly dropMidway = new Map<string, number>();
   /** blobs (sha256) whose next full GET stops sending after half the bytes but keeps the connection open */
   readonly stallMidway = new Map<string, number>();
+  /** blobs whose next GET from before the middle sends up to the middle, then the rest only on releaseHeld() */
+  readonly holdMidway = new Map<string, number>();
+  private readonly held: (() => void)[] = [];
   /** blobs served with one byte flipped */
   readonly corrupt = new Set<string>();
   /** blobs served (HEAD and GET alike, Content-Length included) without their last 10 bytes, as a broken cache in front of the hub would */
@@ -94,6 +97,11 @@ export class FakeHub {
       s.closeAllConnections();
       await new Promise((r) => s.close(r));
     }
+  }
+
+  /** sends the rest of every response holdMidway held */
+  releaseHeld(): void {
+    for (const send of this.held.splice(0)) send();
   }
 
   count(server?: "hub" | "cdn", method?: string): number {
@@ -236,6 +244,14 @@ export class FakeHub {
       this.stallMidway.set(name, stalls - 1);
       this.bytesServed += middle - start;
       res.write(content.subarray(start, middle)); // and nothing more, the socket left open
+      return;
+    }
+    const holds = this.holdMidway.get(name) ?? 0;
+    if (holds > 0 && start <= middle) {
+      this.holdMidway.set(name, holds - 1);
+      this.bytesServed += end - start + 1;
+      res.write(content.subarray(start, middle));
+      this.held.push(() => res.end(content.subarray(middle, end + 1)));
       return;
     }
     const drops = this.dropMidway.get(name) ?? 0;
