@@ -245,6 +245,10 @@ describe("request parameters on stories260K", { skip }, () => {
     }
     const typed = await post(`${s.url}/v1/completions`, { prompt: "Once", mirostat: "2" });
     assert.deepEqual([typed.status, typed.json.error.param, typed.json.error.code], [400, "mirostat", "invalid_type"]);
+    // OpenAI's service_tier: any tier is answered by this one server, a value of the wrong type is a 400 (it was taken)
+    const tier = await post(`${s.url}/v1/chat/completions`, { ...base, max_tokens: 1, service_tier: 5 });
+    assert.deepEqual([tier.status, tier.json.error.param, tier.json.error.code], [400, "service_tier", "invalid_type"]);
+    assert.equal((await client.chat.completions.create({ ...base, max_tokens: 1, service_tier: "auto" })).choices.length, 1);
   });
 
   test("POST /tokenize takes llama-server's mixed content (token ids and texts in one list): the ids kept, each text tokenized in its place, BOS only where a text opens the list", async () => {

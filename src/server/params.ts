@@ -253,6 +253,8 @@ export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
 export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
   refuseUnsupported(body);
   optString(body, "user");
+  // (OpenAI's processing tier: one server, one tier here, but a malformed one is the request's 400, as OpenAI's)
+  optString(body, "service_tier");
   // (fields OpenAI stores the completion with: nothing is stored here, but a malformed one is the request's 400, as OpenAI's)
   optBoolean(body, "store");
   metadataOf(body);
