@@ -218,6 +218,15 @@ test("utf8Lines: a character split across chunks decodes; a bad byte or an input
   assert.deepEqual(await read([Buffer.from([0xc3]), Buffer.from([0xa9, 0x0a, 0x41, 0xff, 0x0a])]), { out: "\u00e9\n", failure: "stdin: not UTF-8 text (byte 4, 0xFF, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
   assert.deepEqual(await read([Buffer.from("ok\n"), Buffer.from([0xe2, 0x82])]), { out: "ok\n", failure: "stdin: not UTF-8 text: it ends inside a character (byte 3, 0xE2, starts a 3-byte character and the input ends after 2 of its bytes); was it cut off?" });
   assert.deepEqual(await read([Buffer.from([0xef, 0xbb]), Buffer.from([0xbf, 0x68, 0x69, 0xe2, 0x82]), Buffer.from([0xac, 0x0a])]), { out: "\ufeffhi\u20ac\n", failure: undefined });
+  // the line holding the bad byte is not handed on in part, whichever chunk its start came in (the
+  // reader took the part for a whole line at the end); a last line with no line break is whole
+  assert.deepEqual(await read([Buffer.from("ok\nhalf a "), Buffer.from([0x6c, 0x69, 0xff, 0x0a])]), { out: "ok\n", failure: "stdin: not UTF-8 text (byte 12, 0xFF, starts no UTF-8 character); convert it to UTF-8 first, e.g. iconv -f latin1 -t utf-8" });
+  assert.deepEqual(await read([Buffer.from("a\nb"), Buffer.from("c")]), { out: "a\nbc", failure: undefined });
+  // a line longer than the limit ends the text there, the lines before it kept
+  const long = utf8Lines(Readable.from([Buffer.from("one\ntw"), Buffer.from("o two")]), "stdin", 5);
+  let out = "";
+  for await (const s of long.text) out += s as string;
+  assert.deepEqual({ out, failure: long.failure()?.message }, { out: "one\n", failure: "stdin: a line of more than 5 bytes (from byte 4); give shorter lines" });
 });
 
 const hasScript = spawnSync("script", ["--version"]).status === 0;

@@ -134,3 +134,19 @@ test("--file /dev/zero and a prompt piped from /dev/zero stop at the longest tex
   closeSync(fd);
   assert.deepEqual(tsllm(["perplexity", "-m", sharedFile(MODEL)!, "-f", big]), { code: 1, stdout: "", stderr: line(`--file ${big}`) });
 });
+
+test("chat from a pipe with a line longer than 64 MiB (4 bytes a token of the longest context): the lines before it answered, then one line, exit 1, no stack trace", { skip }, () => {
+  const sub = mkdtempSync(join(dir, "chat-line-"));
+  const template = join(sub, "t.jinja");
+  writeFileSync(template, "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:");
+  const input = Buffer.concat([Buffer.from("Once upon\n"), Buffer.alloc(64 * 2 ** 20 + 1, 0x61)]);
+  const r = spawnSync(process.execPath, [...CLI_ARGS, "chat", "-m", sharedFile(MODEL)!, "--chat-template", template, "-n", "2", "--backend", "reference"], { cwd: PROJECT_ROOT, encoding: "utf8", input, timeout: RUN_LIMIT_MS });
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(r.stderr.endsWith("tsllm: error: stdin: a line of more than 67108864 bytes (from byte 10); give shorter lines\n"), r.stderr);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, "no stack trace");
+  assert.ok(r.stdout.length > 0, "the first line was answered");
+});
+
+test("bench --timeout past a timer's longest delay (2^31 - 1 ms) is one line, exit 2, not every run killed as it starts", { skip }, () => {
+  assert.deepEqual(tsllm(["bench", "-m", sharedFile(MODEL)!, "--timeout", "3000000"]), { code: 2, stdout: "", stderr: "tsllm: error: --timeout must be <= 2147483, got 3000000\n" });
+});

@@ -31,7 +31,8 @@ Options:
   --vs-llama-cpp        also run llama.cpp (node-llama-cpp, CPU) on the same file, alternating with tsllm
   --llama-cpp-gpu B     run that llama.cpp on its vulkan or cuda build, every layer on the GPU (the
                         peer of --backend webgpu; needs @node-llama-cpp/linux-x64-B and a GPU driver)
-  --timeout S           kill a run that takes longer than S seconds (default 600)
+  --timeout S           kill a run that takes longer than S seconds (default 600; at most 2147483, a
+                        timer's longest delay)
   --json                print one JSON object (medians, ratios and every sample) and nothing else
   -h, --help            show this help
 `;
@@ -51,6 +52,12 @@ export const BENCH_ARGS: OptionSpec = {
   json: { type: "boolean" },
 };
 
+/**
+ * The longest --timeout: a timer's delay is a 32-bit count of milliseconds (2^31 - 1, about 24.8
+ * days); past it Node fires at once, and --timeout 3000000 killed every run as it started
+ */
+const MAX_TIMEOUT_S = Math.floor((2 ** 31 - 1) / 1000);
+
 export async function runBench(argv: string[]): Promise<void> {
   const values = parse(argv, BENCH_ARGS);
   if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
@@ -67,7 +74,7 @@ export async function runBench(argv: string[]): Promise<void> {
     repetitions: optionalNumber(values, "repetitions", { integer: true, min: 1 }) ?? 3,
     vsLlamaCpp: flag(values, "vs-llama-cpp"),
     llamaCppGpu: llamaCppGpuOption(values),
-    timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1 })),
+    timeoutMs: seconds(optionalNumber(values, "timeout", { min: 1, max: MAX_TIMEOUT_S })),
     onSample: json ? undefined : (engine, r, s) =>
       process.stderr.write(`  run ${r + 1} ${engine}: load ${s.loadMs.toFixed(0)} ms, prefill ${s.prefillTokensPerSecond.toFixed(1)} tok/s, decode ${Number.isNaN(s.decodeTokensPerSecond) ? "-" : `${s.decodeTokensPerSecond.toFixed(1)} tok/s`}, RSS ${(s.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n${formatSampleWarnings(s)}`),
   };

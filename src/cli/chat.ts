@@ -5,7 +5,14 @@ import { DEFAULT_MAX_TOKENS, loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
-import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, MAX_CONTEXT, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+
+/**
+ * The longest line read as one message from a pipe: four bytes a token of the longest context a
+ * model may declare (MAX_CONTEXT), more than any context holds as text. A line of /dev/zero's NULs
+ * grew until readline, or the tokenizer's array of its tokens, failed with a stack trace.
+ */
+const MAX_MESSAGE_BYTES = 4 * MAX_CONTEXT;
 
 export const chatHelp = `Usage: tsllm chat --model MODEL [--system TEXT] [options]
 
@@ -152,7 +159,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       formatter.encode(conversation(history).map((m) => ({ ...m, content: normalizePrompt(m.content, options.normalize) }))).length;
 
     // a terminal's keys go to readline as they are; a pipe's bytes must be UTF-8, as --file's
-    piped = interactive ? undefined : utf8Lines(process.stdin, "stdin");
+    piped = interactive ? undefined : utf8Lines(process.stdin, "stdin", MAX_MESSAGE_BYTES);
     rl = createInterface({ input: piped?.text ?? process.stdin, output: interactive ? process.stdout : undefined, terminal: interactive });
     input = new Input(rl);
     // a terminal's Ctrl-C reaches readline as a key (raw mode); a pipe's SIGINT is a signal

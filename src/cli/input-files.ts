@@ -79,20 +79,27 @@ function notUtf8(where: string, bytes: Uint8Array, base: number): Error {
  * `where` and the byte's offset in the whole input. Read leniently, such bytes became U+FFFD
  * characters silently, as a text file once did.
  */
-export function utf8Lines(input: Readable, where: string): { text: PassThrough; failure: () => Error | undefined; stop: () => void } {
+export function utf8Lines(input: Readable, where: string, maxLineBytes = MAX_TEXT_BYTES): { text: PassThrough; failure: () => Error | undefined; stop: () => void } {
   const text = new PassThrough({ encoding: "utf8" });
   const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
   let decoded = 0; // bytes of the input decoded into text so far
   let held: Buffer = Buffer.alloc(0); // the bytes after those: a character's first bytes, which the decoder holds
   let failure: Error | undefined;
+  // the line being read, held back until its line break: a failure never hands the reader half a
+  // line (which it would take for a whole one at the end), and a line too long is never passed on
+  let line = "";
+  let lineBytes = 0;
+  const finish = (rest: string, e: Error) => {
+    failure = e;
+    text.end(rest);
+    input.removeListener("data", onData);
+    input.destroy(); // nothing more of it is read
+  };
   const fail = (bytes: Buffer) => {
-    failure = notUtf8(where, bytes, decoded);
     // the lines before the invalid byte; the one holding it is cut off, not sent in part
     const before = lenientUtf8.decode(bytes.subarray(0, firstInvalidByte(bytes)));
     const end = Math.max(before.lastIndexOf("\n"), before.lastIndexOf("\r")) + 1;
-    text.end(before.slice(0, end));
-    input.removeListener("data", onData);
-    input.destroy(); // nothing more of it is read
+    finish(end > 0 ? line + before.slice(0, end) : "", notUtf8(where, bytes, decoded));
   };
   const onData = (chunk: Buffer | string) => {
     const bytes = Buffer.concat([held, typeof chunk === "string" ? Buffer.from(chunk) : chunk]);
@@ -106,13 +113,23 @@ export function utf8Lines(input: Readable, where: string): { text: PassThrough; 
     const used = Buffer.byteLength(out);
     decoded += used;
     held = bytes.subarray(used);
-    if (out !== "") text.write(out);
+    const end = Math.max(out.lastIndexOf("\n"), out.lastIndexOf("\r")) + 1;
+    if (end > 0) {
+      text.write(line + out.slice(0, end));
+      line = out.slice(end);
+      lineBytes = Buffer.byteLength(line);
+    } else {
+      line += out;
+      lineBytes += used;
+    }
+    // readline's own buffer threw "Invalid string length", a stack trace, at /dev/zero
+    if (lineBytes > maxLineBytes) finish("", new Error(`${where}: a line of more than ${maxLineBytes} bytes (from byte ${decoded - lineBytes}); give shorter lines`));
   };
   input.on("data", onData);
   input.on("end", () => {
     if (failure) return;
     try {
-      text.end(decoder.decode());
+      text.end(line + decoder.decode());
     } catch {
       fail(held); // the input ended inside a character
     }
