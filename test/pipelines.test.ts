@@ -222,6 +222,11 @@ test("text-generation takes config.json's generation settings without a generati
     await assert.rejects(pipeline("text-generation", ngram, { threads: 1 }), new Error(`${ngram}/generation_config.json sets no_repeat_ngram_size 3, which transformers' text-generation pipeline applies (never repeats an n-gram of that size); tsllm's pipeline does not, so it refuses the folder rather than generate another text (remove no_repeat_ngram_size from it)`));
     const beams = gpt2TinyConfig(dir, "beams", { task_specific_params: { "text-generation": { num_beams: 4 } } }, {});
     await assert.rejects(pipeline("text-generation", beams, { threads: 1 }), (e: Error) => e.message.startsWith(`${beams}/config.json task_specific_params["text-generation"] sets num_beams 4, which transformers' text-generation pipeline applies (beam search)`));
+    // a prefix (put before each prompt by transformers) and a task entry that is no object: refused naming config.json
+    const prefix = gpt2TinyConfig(dir, "prefix", { task_specific_params: { "text-generation": { prefix: "<eod> " } } }, {});
+    await assert.rejects(pipeline("text-generation", prefix, { threads: 1 }), new Error(`${prefix}/config.json: task_specific_params["text-generation"] sets prefix, which transformers' text-generation pipeline puts before each prompt; tsllm's pipeline does not, so it refuses the folder rather than generate another text`));
+    const notObject = gpt2TinyConfig(dir, "not-object", { task_specific_params: { "text-generation": 5 } }, {});
+    await assert.rejects(pipeline("text-generation", notObject, { threads: 1 }), new Error(`${notObject}/config.json: task_specific_params["text-generation"]: expected an object of generation settings, got 5`));
     // their no-op values are no setting: the plain reply
     assert.equal(await (await open(gpt2TinyConfig(dir, "noop", {}, { no_repeat_ngram_size: 0, num_beams: 1, bad_words_ids: null, typical_p: 1 })))({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
     // typical_p acts only when sampling: greedy runs, a sampling call is refused naming it
