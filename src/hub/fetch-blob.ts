@@ -81,7 +81,7 @@ async function freeBytes(dir: string): Promise<number | undefined> {
 }
 
 /**
- * Downloads one file into the cache: appends to `<blob>.incomplete` (resuming with `Range` what
+ * Downloads one file into the cache: writes `<blob>.incomplete` on from its end (resuming with `Range` what
  * an earlier attempt or process left), checks the size and the checksum (an LFS file's sha256, a
  * git file's blob sha1), then renames it to the blob name. Only a verified file ever carries the blob name, so a killed
  * process or a full disk leaves at most an `.incomplete`. A checksum mismatch deletes the
