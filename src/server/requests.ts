@@ -195,8 +195,8 @@ function promptObject(o: Body, where: string, vocabSize: number): GivenPrompt {
 /**
  * A prompt's tokens, as llama-server's tokenize_mixed reads a list of ids and texts: the ids as
  * given, each text tokenized in its place, with the special tokens (BOS; `how.addSpecial`, a
- * prompt's default) for a text that begins the list only. Tokenized a slice at a time: a multi-megabyte prompt must not stop /health and
- * the other requests.
+ * prompt's default) for a text that begins the list only. Tokenized a slice at a time: a
+ * multi-megabyte prompt must not stop /health and the other requests.
  */
 export async function promptTokens(tokenizer: Tokenizer, prompt: PromptInput, how: { addSpecial: boolean; parseSpecial?: boolean } = { addSpecial: true }): Promise<number[]> {
   const options = (addSpecialTokens: boolean) => ({ addSpecialTokens, ...(how.parseSpecial === undefined ? {} : { parseSpecial: how.parseSpecial }) });
