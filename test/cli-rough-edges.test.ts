@@ -150,3 +150,11 @@ test("chat from a pipe with a line longer than 64 MiB (4 bytes a token of the lo
 test("bench --timeout past a timer's longest delay (2^31 - 1 ms) is one line, exit 2, not every run killed as it starts", { skip }, () => {
   assert.deepEqual(tsllm(["bench", "-m", sharedFile(MODEL)!, "--timeout", "3000000"]), { code: 2, stdout: "", stderr: "tsllm: error: --timeout must be <= 2147483, got 3000000\n" });
 });
+
+test("generate --logprobs with --num-beams, --draft-model or --prompt-lookup: one line naming the flags before any model loads, exit 2 (the library's refusal came after the load)", () => {
+  for (const extra of [["--num-beams", "2"], ["--draft-model", "no-such-draft.gguf"], ["--prompt-lookup"]]) {
+    const r = tsllm(["generate", "-m", "no-such-model.gguf", "-p", "x", "--json", "--logprobs", "2", ...extra]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.equal(r.stderr, "tsllm: error: --logprobs cannot be combined with --num-beams, --draft-model or --prompt-lookup (sampling gives the log-probabilities)\n");
+  }
+});

@@ -221,6 +221,8 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   }
   if (values["num-beams"] !== undefined && (draftPath !== undefined || flag(values, "prompt-lookup"))) throw new UsageError("--num-beams cannot be combined with --draft-model or --prompt-lookup");
   if (draftPath !== undefined && flag(values, "prompt-lookup")) throw new UsageError("--draft-model and --prompt-lookup are two ways of drafting: choose one");
+  // the library's refusal came after the load, naming its own option ("logprobs are not available ...")
+  if (values.logprobs !== undefined && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) throw new UsageError("--logprobs cannot be combined with --num-beams, --draft-model or --prompt-lookup (sampling gives the log-probabilities)");
   const nChoices = optionalNumber(values, "n", { integer: true, min: 1 });
   if (nChoices !== undefined && nChoices > 1 && (values["num-beams"] !== undefined || draftPath !== undefined || flag(values, "prompt-lookup"))) {
     throw new UsageError("--n cannot be combined with --num-beams, --draft-model or --prompt-lookup");
