@@ -732,6 +732,7 @@ test("a download whose lock was taken over while it was stopped (a laptop asleep
     first.child.kill("SIGCONT");
     hub.releaseHeld(); // the first one, awake, receives and writes the rest of its file
   }
-  await first.closed;
+  const late = await first.closed;
   assert.deepEqual(readFileSync(blob), big.content, "the verified blob is not spoilt by the first one's late bytes");
+  assert.equal(late.code, 0, `the first one finds its file under the blob name: ${late.stderr}`);
 });

@@ -98,7 +98,11 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
     if (attempt > 0) await sleep(Math.max(o.retryDelayMs * 2 ** (attempt - 1), wait), o.signal);
     try {
       await attemptFetch(o, partial, !restarted);
-      await rename(partial, blobPath);
+      await rename(partial, blobPath).catch((e: NodeJS.ErrnoException) => {
+        // a download that took this one's lock over (it was stopped past the heartbeat) has renamed
+        // the same file to the blob name already: only a verified file carries that name
+        if (e.code !== "ENOENT" || statSync(blobPath, { throwIfNoEntry: false })?.size !== o.location.size) throw e;
+      });
       return;
     } catch (e) {
       if (e instanceof ResumedMismatch) { restarted = true; attempt--; wait = 0; continue; } // not the network's failure: no retry spent
