@@ -222,7 +222,7 @@ describe("request parameters on stories260K", { skip }, () => {
     // asks for a spoken reply, web_search_options for a search model
     const greedy = { model: "stories260K", prompt: "Once upon a time", max_tokens: 5, temperature: 0 };
     const plain = await client.completions.create(greedy);
-    const off = { mirostat: 0, dry_multiplier: 0, xtc_probability: 0, dynatemp_range: 0, top_n_sigma: -1, mirostat_tau: 5, dry_base: 1.75, xtc_threshold: 0.1 };
+    const off = { mirostat: 0, dry_multiplier: 0, xtc_probability: 0, dynatemp_range: 0, top_n_sigma: -1, t_max_predict_ms: 0, mirostat_tau: 5, dry_base: 1.75, xtc_threshold: 0.1 };
     const same = await client.completions.create({ ...greedy, ...off, lora: [] } as unknown as OpenAI.CompletionCreateParamsNonStreaming);
     assert.equal(same.choices[0]!.text, plain.choices[0]!.text);
     const text = await client.chat.completions.create({ ...base, max_tokens: 2, modalities: ["text"] });
@@ -233,6 +233,7 @@ describe("request parameters on stories260K", { skip }, () => {
       [{ xtc_probability: 0.5 }, "xtc_probability", /'xtc_probability' 0\.5/],
       [{ dynatemp_range: 0.5 }, "dynatemp_range", /'dynatemp_range' 0\.5/],
       [{ top_n_sigma: 1 }, "top_n_sigma", /send -1 \(or any value at or below 0\) \(off\)$/],
+      [{ t_max_predict_ms: 500 }, "t_max_predict_ms", /'t_max_predict_ms' 500 asks for a time limit this server does not implement/],
       [{ modalities: ["text", "audio"] }, "modalities", /'modalities' may hold only "text": this server answers text, not "audio"$/],
       [{ web_search_options: {} }, "web_search_options", /'web_search_options' is not supported by this server$/],
       // llama-server's per-request LoRA scales: no adapter is loaded, so every id is unknown (its parse_lora_request: "invalid adapter id")

@@ -96,12 +96,14 @@ const UNSUPPORTED = ["functions", "audio", "prediction", "web_search_options"] a
  * reads them in params_from_json_cmpl: 0 = disabled for dry_multiplier, xtc_probability and
  * dynatemp_range, mirostat 0 off, top_n_sigma at or below 0 off)
  */
-const UNIMPLEMENTED_SAMPLERS: readonly { readonly name: string; readonly off: (v: number) => boolean; readonly offIs: string }[] = [
+const UNIMPLEMENTED_SAMPLERS: readonly { readonly name: string; readonly off: (v: number) => boolean; readonly offIs: string; readonly what?: string }[] = [
   { name: "mirostat", off: (v) => v === 0, offIs: "0" },
   { name: "dry_multiplier", off: (v) => v === 0, offIs: "0" },
   { name: "xtc_probability", off: (v) => v === 0, offIs: "0" },
   { name: "dynatemp_range", off: (v) => v === 0, offIs: "0" },
   { name: "top_n_sigma", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)" },
+  // (a time limit on the generation, which llama-server applies where positive: a reply here runs to its token limit)
+  { name: "t_max_predict_ms", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)", what: "a time limit" },
 ];
 
 /** a request asking for a sampler or an output this server does not have: a 400 naming the field, not an answer made without it */
@@ -112,9 +114,9 @@ function refuseUnsupported(body: Body): void {
       throw invalid(name, `'${name}' is not supported by this server`, "unsupported_parameter");
     }
   }
-  for (const { name, off, offIs } of UNIMPLEMENTED_SAMPLERS) {
+  for (const { name, off, offIs, what = "a sampler" } of UNIMPLEMENTED_SAMPLERS) {
     const v = optNumber(body, name);
-    if (v !== undefined && !off(v)) throw invalid(name, `'${name}' ${v} asks for a sampler this server does not implement: leave it out, or send ${offIs} (off)`, "unsupported_parameter");
+    if (v !== undefined && !off(v)) throw invalid(name, `'${name}' ${v} asks for ${what} this server does not implement: leave it out, or send ${offIs} (off)`, "unsupported_parameter");
   }
   // llama-server's per-request LoRA scales ([{id, scale}]): this server loads no adapters, so any id
   // is one llama-server's parse_lora_request refuses ("invalid adapter id"); an empty list asks nothing
