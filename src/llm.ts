@@ -377,7 +377,7 @@ export class Model {
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
   chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
     const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
-    return chatFormatterFor(this.tokenizer, this.metadata, override);
+    return chatFormatterFor(this.tokenizer, override);
   }
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */

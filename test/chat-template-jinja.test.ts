@@ -652,7 +652,7 @@ test("tool calls reach a template in the form its author wrote for: arguments as
     assert.ok(want && "out" in want && want.out.includes("Zürich"), `${f}: jinja2 writes the call in that form: ${JSON.stringify(want).slice(0, 200)}`);
     // as the server hands them over (arguments parsed into an object, no text as ""), and as a client sends them (the string, null)
     for (const [a, content] of [[args, ""], [JSON.stringify(args), ""]] as const) {
-      const formatter = chatFormatterFor(tok, undefined, { source, where: f });
+      const formatter = chatFormatterFor(tok, { source, where: f });
       assert.equal(formatter.render(turns(a, content) as ChatMessage[], true, { tools }), want.out, `${f}, arguments given as ${typeof a}`);
     }
   }

@@ -116,7 +116,7 @@ test("hostile templates (list doubling, nested empty loops, split and list filte
 test("a model without a chat template says so and how to give one", () => {
   // a library caller is told the option of the API it used, not the CLI's flag
   assert.throws(() => chatFormatterFor(openTokenizer(lenmlDir("llama2"))), (e: Error) => /no chat template .*; give one with the chatTemplate option$/.test(e.message) && !e.message.includes("--chat-template"));
-  const f = chatFormatterFor(openTokenizer(lenmlDir("llama2")), undefined, { source: "{{ bos_token }}[INST] {{ messages[-1].content }} [/INST]", where: "custom" });
+  const f = chatFormatterFor(openTokenizer(lenmlDir("llama2")), { source: "{{ bos_token }}[INST] {{ messages[-1].content }} [/INST]", where: "custom" });
   assert.equal(f.render([{ role: "user", content: "Hi" }]), "<s>[INST] Hi [/INST]");
   assert.equal(f.encode([{ role: "user", content: "Hi" }]).filter((id) => id === 1).length, 1, "BOS written by the template is not added again");
 });
@@ -228,30 +228,64 @@ test("parse bombs (deep blocks, brackets, operator / filter / elif chains) are r
     });
   }
   // the bound is a limit like the others; what real templates need is far below it (Qwen3's: 19 levels)
-  const qwen3 = (openTokenizer(lenmlDir("qwen3")) as { chatTemplate?: string }).chatTemplate!;
+  const qwen3 = openTokenizer(lenmlDir("qwen3")).chatTemplate!.source;
   assert.ok(new ChatTemplate(qwen3, "qwen3", { maxSourceChars: 1e6, maxRenderMs: 2000, maxOutputChars: 1e6, maxRange: 1000, maxDepth: 19 }));
   assert.throws(() => new ChatTemplate(qwen3, "qwen3", { maxSourceChars: 1e6, maxRenderMs: 2000, maxOutputChars: 1e6, maxRange: 1000, maxDepth: 18 }), /nest more than 18 deep/);
 });
 
-test("a model's broken chat template names the model file and the field: GGUF tokenizer.chat_template, tokenizer_config.json chat_template, --chat-template", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+test("a model's broken chat template names the model file and the field: GGUF tokenizer.chat_template, tokenizer_config.json chat_template, chat_template.jinja, --chat-template", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-template-"));
   try {
     const gguf = join(dir, "model.gguf");
     const { entries } = readTokenizerEntries(sharedFile("models/stories260K.gguf")!);
     await writeGGUF(gguf, { metadata: [["general.architecture", ggufEntry.string("llama")], ...entries, ["tokenizer.chat_template", ggufEntry.string("{% for m in messages %}{{ m.content }}")]], tensors: [] });
     const meta = new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata);
-    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta), failsWith(new RegExp(`^${escapeRegExp(gguf)}: chat template \\(tokenizer\\.chat_template\\): the template does not parse: unterminated for loop: \\{% for m in messages %\\} \\(line 1\\) has no \\{% endfor %\\}$`)));
+    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta)), failsWith(new RegExp(`^${escapeRegExp(gguf)}: chat template \\(tokenizer\\.chat_template\\): the template does not parse: unterminated for loop: \\{% for m in messages %\\} \\(line 1\\) has no \\{% endfor %\\}$`)));
 
     const folder = join(dir, "hf");
-    const { mkdirSync } = await import("node:fs");
     mkdirSync(folder);
     copyFileSync(join(lenmlDir("qwen3"), "tokenizer.json"), join(folder, "tokenizer.json"));
     writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify({ chat_template: "{% if messages %}{{ messages[0].content }}" }));
     assert.throws(() => chatFormatterFor(openTokenizer(folder)),
       failsWith(new RegExp(`^${escapeRegExp(join(folder, "tokenizer_config.json"))}: chat template \\(chat_template\\): the template does not parse: unterminated if block`)));
+    // a newer repo's template is in chat_template.jinja: the error names that file, not tokenizer_config.json
+    const jinjaFolder = join(dir, "hf-jinja");
+    mkdirSync(jinjaFolder);
+    copyFileSync(join(lenmlDir("qwen3"), "tokenizer.json"), join(jinjaFolder, "tokenizer.json"));
+    writeFileSync(join(jinjaFolder, "chat_template.jinja"), "{% if messages %}{{ messages[0].content }}");
+    assert.throws(() => chatFormatterFor(openTokenizer(jinjaFolder)),
+      failsWith(new RegExp(`^${escapeRegExp(join(jinjaFolder, "chat_template.jinja"))}: chat template: the template does not parse: unterminated if block`)));
     // a template given instead of the model's is named by where it came from
-    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), meta, { source: "{% endif %}", where: "--chat-template mine.jinja" }),
+    assert.throws(() => chatFormatterFor(tokenizerFromGGUF(meta), { source: "{% endif %}", where: "--chat-template mine.jinja" }),
       failsWith(/^--chat-template mine\.jinja: the template does not parse: \{% endif %\} closes no if block$/));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a GGUF's tokenizer.chat_template comes with its tokenizer; one of another type is why a chat has no template, and the tokenizer still loads", { skip: skipWithoutShared("models/stories260K.gguf") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-template-gguf-"));
+  try {
+    const { entries } = readTokenizerEntries(sharedFile("models/stories260K.gguf")!);
+    const ggufWith = async (name: string, template: ReturnType<typeof ggufEntry.string>) => {
+      const path = join(dir, name);
+      await writeGGUF(path, { metadata: [["general.architecture", ggufEntry.string("llama")], ...entries, ["tokenizer.chat_template", template]], tensors: [] });
+      return path;
+    };
+    const good = await ggufWith("good.gguf", ggufEntry.string("<{{ messages[0].content }}>"));
+    const tok = openTokenizer(good);
+    assert.deepEqual(tok.chatTemplate, { source: "<{{ messages[0].content }}>", where: `${good}: chat template (tokenizer.chat_template)` });
+    assert.equal(chatFormatterFor(tok).render([{ role: "user", content: "hi" }], false), "<hi>");
+    // llama.cpp reads the key as text; a number there was a GGUFError thrown out of the chat, not a missing template
+    const numbered = await ggufWith("number.gguf", ggufEntry.u32(7));
+    const odd = openTokenizer(numbered);
+    assert.ok(odd.encode("hi").length > 0);
+    assert.equal(odd.chatTemplate, undefined);
+    assert.throws(() => chatFormatterFor(odd), (e: unknown) => {
+      assert.ok(e instanceof NoChatTemplateError, String(e));
+      assert.equal(e.reason, `${numbered}: tokenizer.chat_template: expected a string, found number 7`);
+      return true;
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

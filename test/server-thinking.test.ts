@@ -106,7 +106,7 @@ test("a response_format on a template that thinks admits the reasoning first, wi
   // QwQ's prompt opens the reasoning (with llama-server's enable_thinking true); Qwen3's leaves it to the reply
   for (const [name, forced] of [["Qwen-QwQ-32B.jinja", true], ["Qwen-Qwen3-0.6B.jinja", false]] as const) {
     const source = llamaCppTemplate(name);
-    const prompt = chatFormatterFor(tokenizer, undefined, { source, where: name }).render(MESSAGES, true, templateVariablesOf(source, undefined));
+    const prompt = chatFormatterFor(tokenizer, { source, where: name }).render(MESSAGES, true, templateVariablesOf(source, undefined));
     const thinking = thinkingOf(source, prompt);
     assert.equal(thinking?.forcedOpen, forced, name);
     const reasoning = forced ? "I am asked for a.\n</think>\n\n" : "<think>I am asked for a.</think>\n";

@@ -563,7 +563,7 @@ describe("llama.cpp's templates: calls rendered by the template read back as the
       const source = llamaCppTemplate(name);
       assert.equal(toolFormatOf(source), format);
       if (format === "generic") return;
-      const f = chatFormatterFor(tokenizer, undefined, { source, where: name });
+      const f = chatFormatterFor(tokenizer, { source, where: name });
       // (Hermes 2 Pro's template needs a description for every tool)
       const tools = toolsOf({ tools: [WEATHER, { ...TIME, function: { ...TIME.function, description: "the time in a zone" } }, WEB_SEARCH], tool_choice: "required" })!;
       const variables = templateVariablesOf(source, tools);
@@ -622,7 +622,7 @@ test("tool-call ids come back to the template as OpenAI clients send them: Comma
   const specials = { bos_token: "<|begin_of_text|>", eos_token: "<|end_of_text|>", unk_token: "", pad_token: "" };
   for (const name of ["CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja"]) {
     const source = llamaCppTemplate(name);
-    const f = chatFormatterFor(tokenizer, undefined, { source, where: name });
+    const f = chatFormatterFor(tokenizer, { source, where: name });
     const tools = toolsOf({ tools: [WEATHER, { ...TIME, function: { ...TIME.function, description: "the time in a zone" } }] })!;
     const variables = templateVariablesOf(source, tools);
     const [want] = renderWithJinja2(source, [{ messages: transformers, add_generation_prompt: true, ...specials, ...variables }]);
@@ -643,7 +643,7 @@ test("Qwen3.5's template (its prompt opens <think>) and Nemotron Nano 3's write 
 
 test("reasoning: a template whose prompt ends inside <think> begins its reply in reasoning; reasoning_format none or auto/deepseek, anything else a 400", { skip: skipWithoutLlamaCppTemplates() }, () => {
   const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
-  const render = (name: string) => chatFormatterFor(tokenizer, undefined, { source: llamaCppTemplate(name), where: name }).render([{ role: "user", content: "hi" }], true);
+  const render = (name: string) => chatFormatterFor(tokenizer, { source: llamaCppTemplate(name), where: name }).render([{ role: "user", content: "hi" }], true);
   const r1 = llamaCppTemplate("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja");
   assert.deepEqual(thinkingOf(r1, render("deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja")), { open: "<think>", close: "</think>", forcedOpen: true });
   const qwen3 = llamaCppTemplate("Qwen-Qwen3-0.6B.jinja");
@@ -988,7 +988,7 @@ test("Ministral / Magistral 3 reason between [THINK] and [/THINK]: reasoning_con
   const name = "mistralai-Ministral-3-14B-Reasoning-2512.jinja";
   const source = llamaCppTemplate(name);
   const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
-  const prompt = chatFormatterFor(tokenizer, undefined, { source, where: name }).render([{ role: "user", content: "hi" }], true);
+  const prompt = chatFormatterFor(tokenizer, { source, where: name }).render([{ role: "user", content: "hi" }], true);
   const thinking = thinkingOf(source, prompt);
   assert.deepEqual(thinking, { open: "[THINK]", close: "[/THINK]", forcedOpen: false });
   const tools = toolsOf({ tools: [WEATHER, TIME] })!;
@@ -1087,7 +1087,7 @@ test("Qwen3.5's reasoning ends at </think> or where a call begins, as llama.cpp'
   const tokenizer = openTokenizer(resolve(PROJECT_ROOT, "node_modules", "@lenml", "tokenizer-llama3", "models"));
   const name = "Qwen3.5-4B.jinja";
   const source = llamaCppTemplate(name);
-  const thinking = thinkingOf(source, chatFormatterFor(tokenizer, undefined, { source, where: name }).render([{ role: "user", content: "hi" }], true));
+  const thinking = thinkingOf(source, chatFormatterFor(tokenizer, { source, where: name }).render([{ role: "user", content: "hi" }], true));
   assert.deepEqual(thinking, { open: "<think>", close: "</think>", forcedOpen: true, endsBefore: ["<tool_call>"] });
   const syntax = replySyntaxOf(source, toolsOf({ tools: [TIME] }), thinking, "deepseek")!;
   const r = readReply("I'm\nthinking\n<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>", syntax);
@@ -1240,7 +1240,7 @@ test("whether a template writes two calls in a turn is found as llama.cpp's caps
     const variables = templateVariablesOf(source, toolsOf({ tools: [TIME] }));
     const [judged] = renderWithJinja2(source, [{ messages: history, add_generation_prompt: false, bos_token: "<s>", eos_token: "</s>", ...variables }]);
     const expected = "out" in judged! && judged.out.includes("tsllm_probe_second");
-    verdicts[name] = chatFormatterFor(tokenizer, undefined, { source, where: name }).writesParallelCalls(variables);
+    verdicts[name] = chatFormatterFor(tokenizer, { source, where: name }).writesParallelCalls(variables);
     assert.equal(verdicts[name], expected, `${name}: ${JSON.stringify(judged).slice(0, 300)}`);
   }
   // (the cases the probe tells apart: Llama 3.x's raise on a second call)

@@ -1,31 +1,8 @@
-import type { EncodeOptions, Tokenizer } from "../tokenizer/index.js";
+import type { ChatTemplateSource, EncodeOptions, Tokenizer } from "../tokenizer/index.js";
 import { ChatTemplate, ChatTemplateError, contentText, contentTexts, mapContentText, type ChatMessage, type ChatMessageInput, type RenderOptions, type TemplateMessage } from "./template.js";
 
-/** Something with GGUF-style string metadata (GGUFMetadata), and the file it was read from. */
-export interface StringMetadata {
-  readonly path?: string;
-  string(key: string): string | undefined;
-}
-
-/** a template's text and its origin as errors name it ("--chat-template FILE", "model.gguf: chat template (tokenizer.chat_template)") */
-export interface ChatTemplateSource {
-  readonly source: string;
-  readonly where: string;
-}
-
-/**
- * Where a model's chat template comes from: tokenizer_config.json (HF folders) or GGUF metadata.
- * `where` names the file and the field, so a template that fails says whose it is.
- */
-export function findChatTemplate(tokenizer: Tokenizer, metadata?: StringMetadata): ChatTemplateSource | undefined {
-  const hf = tokenizer as { chatTemplate?: unknown; chatTemplateWhere?: unknown };
-  if (typeof hf.chatTemplate === "string") {
-    return { source: hf.chatTemplate, where: typeof hf.chatTemplateWhere === "string" ? hf.chatTemplateWhere : "tokenizer_config.json: chat template (chat_template)" };
-  }
-  const fromGGUF = metadata?.string("tokenizer.chat_template");
-  if (fromGGUF !== undefined) return { source: fromGGUF, where: `${metadata?.path ?? "GGUF"}: chat template (tokenizer.chat_template)` };
-  return undefined;
-}
+// defined beside the tokenizer, which reads a model's own template (Tokenizer.chatTemplate)
+export type { ChatTemplateSource };
 
 /** Puts a system message first (replacing one that is already there) when `system` is given. */
 export function withSystem<M extends ChatMessageInput = ChatMessage>(messages: readonly M[], system: string | undefined): (M | ChatMessage)[] {
@@ -361,12 +338,9 @@ export class NoChatTemplateError extends ChatTemplateError {
  * The chat formatter of a model, parsed once per tokenizer and template. `override` replaces the
  * model's own template (e.g. a --chat-template file). Throws NoChatTemplateError when the model has none.
  */
-export function chatFormatterFor(tokenizer: Tokenizer, metadata?: StringMetadata, override?: ChatTemplateSource): ChatFormatter {
-  const found = override ?? findChatTemplate(tokenizer, metadata);
-  if (!found) {
-    const problem = (tokenizer as { chatTemplateProblem?: unknown }).chatTemplateProblem;
-    throw new NoChatTemplateError(typeof problem === "string" ? problem : undefined);
-  }
+export function chatFormatterFor(tokenizer: Tokenizer, override?: ChatTemplateSource): ChatFormatter {
+  const found = override ?? tokenizer.chatTemplate;
+  if (!found) throw new NoChatTemplateError(tokenizer.chatTemplateProblem);
   let byTemplate = cache.get(tokenizer);
   if (!byTemplate) cache.set(tokenizer, (byTemplate = new Map()));
   let f = byTemplate.get(found.source);

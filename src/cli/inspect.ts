@@ -1,6 +1,5 @@
 import { existsSync, statSync } from "node:fs";
 import { DEFAULT_BLOCK_SIZE, kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
-import { findChatTemplate } from "../chat/index.js";
 import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
 import { resolveModelReference } from "../hub/index.js";
@@ -253,7 +252,7 @@ function describe(model: string, o: Opened, ctxSize: number | undefined, cacheTy
   }
   const tok = o.tokenizer;
   const special = (id: number | undefined) => (id === undefined || !tok ? undefined : { id, piece: tok.piece(id) });
-  const template = tok ? findChatTemplate(tok, o.metadata) : o.metadata?.has("tokenizer.chat_template") ? { where: "GGUF tokenizer.chat_template" } : undefined;
+  const template = tok ? tok.chatTemplate : o.metadata?.has("tokenizer.chat_template") ? { where: "GGUF tokenizer.chat_template" } : undefined;
   const s = o.shape;
   return {
     model,

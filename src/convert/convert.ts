@@ -1,12 +1,13 @@
-import { existsSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { isEncoderModel, readHFEncoderConfig, readSentenceTransformerConfig } from "../formats/index.js";
-import { ggufEntry, readGGUFHeader, readHFConfig, readJsonObject, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
+import { ggufEntry, readGGUFHeader, readHFConfig, SafetensorsModel, writeGGUF, type GGUFEntry, type GGUFTensorSpec, type GGUFWriteEntry, type SourceTensorInfo, type TensorSource } from "../formats/index.js";
 import { convertRows, elementCount, GGMLType, rowByteLength, typeInfo, typeName } from "../tensor/index.js";
 import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
-import { folderTokenizerEntries, folderVocabularySize, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
+import { folderChatTemplate } from "../tokenizer/hf/folder.js";
+import { chatTemplateEntries, folderTokenizerEntries, folderVocabularySize, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
 import { FLOAT32_TABLES, type TypeFallback } from "./quant-mixture.js";
 
 /**
@@ -111,26 +112,12 @@ function vocabEntries(path: string, folder: string, rows: number): [string, GGUF
   });
 }
 
-/** tokenizer_config.json's chat template ("default" when it lists several) */
-function chatTemplate(folder: string): string | undefined {
-  const p = join(folder, "tokenizer_config.json");
-  if (!existsSync(p)) return undefined;
-  const t = readJsonObject(p)["chat_template"];
-  if (typeof t === "string") return t;
-  if (Array.isArray(t)) {
-    const d = t.find((x: unknown) => typeof x === "object" && x !== null && (x as { name?: unknown }).name === "default") as { template?: unknown } | undefined;
-    if (typeof d?.template === "string") return d.template;
-  }
-  return undefined;
-}
-
 function tokenizerEntries(folder: string, rows: number, options: ConvertOptions): [string, GGUFWriteEntry][] {
   if (options.vocab === undefined) return folderTokenizerEntries(folder, rows);
+  // the folder's own chat template, read as its tokenizer reads it, over the vocabulary GGUF's
+  const template = chatTemplateEntries(folderChatTemplate(folder));
   const entries = vocabEntries(options.vocab, folder, rows);
-  const template = chatTemplate(folder);
-  const out = entries.filter(([k]) => !(template !== undefined && k === "tokenizer.chat_template"));
-  if (template !== undefined) out.push(["tokenizer.chat_template", ggufEntry.string(template)]);
-  return out;
+  return template.length === 0 ? entries : [...entries.filter(([k]) => k !== "tokenizer.chat_template"), ...template];
 }
 
 /** Converts the Hugging Face model in `folder` to the GGUF file `out`. */

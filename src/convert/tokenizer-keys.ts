@@ -3,7 +3,7 @@ import { ggufEntry, type GGUFWriteEntry } from "../formats/index.js";
 import { tokenizerFilesIn, tokenizerFromFolder } from "../tokenizer/hf/folder.js";
 import { isObject, readJsonObject, readTokenizerFile, type JsonObject } from "../tokenizer/hf/json-files.js";
 import { gpt2TokenizerJson } from "../tokenizer/hf/legacy.js";
-import { TokenType } from "../tokenizer/index.js";
+import { TokenType, type ChatTemplateReading } from "../tokenizer/index.js";
 
 /**
  * A Hugging Face folder's own tokenizer files as GGUF `tokenizer.ggml.*` keys, following what
@@ -210,8 +210,19 @@ export function folderTokenizerEntries(folder: string, rows: number): [string, G
   ];
   for (const [key, id] of ids) if (id !== undefined) out.push([`tokenizer.ggml.${key}`, ggufEntry.u32(id)]);
   out.push(["tokenizer.ggml.add_bos_token", ggufEntry.bool(hf.addBos)], ["tokenizer.ggml.add_eos_token", ggufEntry.bool(hf.addEos)]);
-  if (hf.chatTemplate !== undefined) out.push(["tokenizer.chat_template", ggufEntry.string(hf.chatTemplate)]);
+  out.push(...chatTemplateEntries(hf));
   return out;
+}
+
+/**
+ * `tokenizer.chat_template` from a folder's chat template as its tokenizer reads it (the loader's
+ * reading, chatTemplateOf): the template a chat with the folder uses. A field that gives none
+ * (no "default" among named ones, a number) is refused in the loader's words, as a chat with the
+ * folder fails, rather than converted to a GGUF that silently has no template or another one.
+ */
+export function chatTemplateEntries(reading: ChatTemplateReading): [string, GGUFWriteEntry][] {
+  if (reading.chatTemplateProblem !== undefined) throw new Error(`${reading.chatTemplateProblem}; convert writes the template a chat uses as tokenizer.chat_template`);
+  return reading.chatTemplate ? [["tokenizer.chat_template", ggufEntry.string(reading.chatTemplate.source)]] : [];
 }
 
 /**

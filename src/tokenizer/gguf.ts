@@ -2,7 +2,7 @@ import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
 import { detectEndOfGeneration } from "./gguf-eog.js";
-import { TokenType, type Tokenizer } from "./types.js";
+import { TokenType, type ChatTemplateReading, type Tokenizer } from "./types.js";
 import { tokenIndex, VocabTokenizer } from "./vocab-tokenizer.js";
 
 type Model = "llama" | "gpt2" | "bert";
@@ -128,7 +128,23 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     ignoreMerges: model === "gpt2" && IGNORE_MERGES_PRE.has(pre ?? ""),
     bosId, eosId, unkId, padId, sepId, clsId, maskId,
     eogIds: eog, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
+    ...ggufChatTemplate(meta),
   });
+}
+
+/**
+ * tokenizer.chat_template, the template llama.cpp uses when none is named. One of another type
+ * is kept as the reason a chat has no template, so the tokenizer still loads for plain text.
+ */
+function ggufChatTemplate(meta: GGUFMetadata): ChatTemplateReading {
+  const key = "tokenizer.chat_template";
+  try {
+    const source = meta.string(key);
+    return source === undefined ? {} : { chatTemplate: { source, where: `${meta.path}: chat template (${key})` } };
+  } catch (e) {
+    if (e instanceof GGUFError) return { chatTemplateProblem: e.message };
+    throw e;
+  }
 }
 
 /** Reads only the GGUF header of `path` and builds its tokenizer. */

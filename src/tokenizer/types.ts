@@ -48,7 +48,21 @@ export interface StreamDecoder {
   flush(): string;
 }
 
-export interface Tokenizer {
+/** a chat template's text and where it comes from, as errors name it ("model.gguf: chat template (tokenizer.chat_template)", "--chat-template FILE") */
+export interface ChatTemplateSource {
+  readonly source: string;
+  readonly where: string;
+}
+
+/** what a model's files say of its chat template: the template, or why the field that is there gives none */
+export interface ChatTemplateReading {
+  /** the template a chat uses when none is named (a GGUF's tokenizer.chat_template; tokenizer_config.json's chat_template, its "default" one when it names several, else chat_template.jinja) */
+  readonly chatTemplate?: ChatTemplateSource;
+  /** why a chat template field that is there gives no template (a list with no "default" one, a number), naming the file and field: said when a chat needs one */
+  readonly chatTemplateProblem?: string;
+}
+
+export interface Tokenizer extends ChatTemplateReading {
   /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = byte-level BPE, bert = WordPiece */
   readonly type: "llama" | "gpt2" | "bert";
   /** tokenizer.ggml.pre */

@@ -6,7 +6,7 @@ import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } fro
 import { PieceCursor } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
-import { TokenType, tokenIdRefusal, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
+import { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 import { WordCache } from "./word-cache.js";
 import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from "./word-run.js";
@@ -15,7 +15,7 @@ import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from 
  * Everything a vocabulary-driven tokenizer needs, independent of the file it came from. The GGUF
  * loader fills it with llama.cpp's defaults already applied.
  */
-export interface VocabSpec {
+export interface VocabSpec extends ChatTemplateReading {
   readonly model: "llama" | "gpt2" | "bert";
   readonly pre?: string;
   readonly tokens: readonly string[];
@@ -101,6 +101,8 @@ export class VocabTokenizer implements Tokenizer {
   readonly endOfGenerationIds: ReadonlySet<number>;
   readonly addBos: boolean;
   readonly addEos: boolean;
+  readonly chatTemplate?: ChatTemplateSource;
+  readonly chatTemplateProblem?: string;
 
   private readonly tokens: readonly string[];
   private readonly types: ArrayLike<number>;
@@ -128,6 +130,8 @@ export class VocabTokenizer implements Tokenizer {
     this.endOfGenerationIds = spec.eogIds;
     this.addBos = spec.addBos;
     this.addEos = spec.addEos;
+    this.chatTemplate = spec.chatTemplate;
+    this.chatTemplateProblem = spec.chatTemplateProblem;
     this.bytesCache = new Array(this.vocabSize);
 
     this.textToId = spec.textToId ?? tokenIndex(spec.tokens);

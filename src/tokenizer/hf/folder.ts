@@ -1,5 +1,7 @@
 import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
+import type { ChatTemplateReading } from "../types.js";
+import { chatTemplateOf } from "./chat-template.js";
 import { HFTokenizer } from "./hf-tokenizer.js";
 import { readJsonObject, readTokenizerFile, tokenText, type JsonObject } from "./json-files.js";
 import { BERT_CONFIG, bertTokenizerJson, GPT2_CONFIG, gpt2TokenizerJson } from "./legacy.js";
@@ -15,10 +17,22 @@ function readConfig(dir: string): JsonObject {
     const map = readJsonObject(mapPath);
     for (const k of SPECIAL_KEYS) if (tokenText(config[k]) === undefined && tokenText(map[k]) !== undefined) config[k] = map[k];
   }
-  // newer repos keep the template beside the config
-  const jinjaPath = join(dir, "chat_template.jinja");
-  if (config.chat_template === undefined && existsSync(jinjaPath)) config.chat_template = readTokenizerFile(jinjaPath);
   return config;
+}
+
+/**
+ * A folder's chat template as its tokenizer reads it: tokenizer_config.json's chat_template
+ * (chatTemplateOf), else chat_template.jinja beside it (newer repos), named by the file it is in.
+ */
+function chatTemplateIn(dir: string, config: JsonObject): ChatTemplateReading {
+  const jinjaPath = join(dir, "chat_template.jinja");
+  if (config.chat_template === undefined && existsSync(jinjaPath)) return { chatTemplate: { source: readTokenizerFile(jinjaPath), where: `${jinjaPath}: chat template` } };
+  return chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
+}
+
+/** The chat template of a folder as its tokenizer reads it, for a folder whose tokenizer is not loaded (convert --vocab). */
+export function folderChatTemplate(dir: string): ChatTemplateReading {
+  return chatTemplateIn(dir, readConfig(dir));
 }
 
 /** generation_config.json's eos_token_id (a number or a list), which also ends generation. */
@@ -44,27 +58,27 @@ export function tokenizerFilesIn(dir: string): "tokenizer.json" | "gpt2" | "bert
  */
 export function tokenizerFromFolder(dir: string, options: { libraryOnly?: boolean } = {}): HFTokenizer {
   const kind = tokenizerFilesIn(dir);
+  if (kind === undefined) throw new Error(`${dir}: no tokenizer files found (expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)`);
   const config = readConfig(dir);
   const extraEosIds = readExtraEos(dir);
+  const template = chatTemplateIn(dir, config);
   switch (kind) {
     case "tokenizer.json": {
       const where = join(dir, "tokenizer.json");
-      return new HFTokenizer({ where, tokenizerJson: readJsonObject(where), config, extraEosIds, ...options });
+      return new HFTokenizer({ where, tokenizerJson: readJsonObject(where), config, extraEosIds, ...template, ...options });
     }
     case "gpt2": {
       const where = join(dir, "vocab.json");
       const tokenizerJson = gpt2TokenizerJson(readJsonObject(where), readTokenizerFile(join(dir, "merges.txt")), dir);
-      return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds, ...options });
+      return new HFTokenizer({ where, tokenizerJson, config: { ...GPT2_CONFIG, ...config }, extraEosIds, ...template, ...options });
     }
     case "bert": {
       const where = join(dir, "vocab.txt");
       // transformers' BertTokenizer lowercases unless told otherwise; a "-cased" folder name says otherwise
       const lower = typeof config.do_lower_case === "boolean" ? config.do_lower_case : !/(^|[^n])cased/i.test(basename(dir));
       const tokenizerJson = bertTokenizerJson(readTokenizerFile(where), lower, where);
-      return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds, ...options });
+      return new HFTokenizer({ where, tokenizerJson, config: { ...BERT_CONFIG, ...config }, extraEosIds, ...template, ...options });
     }
-    default:
-      throw new Error(`${dir}: no tokenizer files found (expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)`);
   }
 }
 

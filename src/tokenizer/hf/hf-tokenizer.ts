@@ -1,8 +1,7 @@
-import { dirname, join } from "node:path";
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { mergeIdsOf, MergeTable, type MergeIds } from "../bpe.js";
 import { detectEndOfGeneration } from "../gguf-eog.js";
-import { tokenIdRefusal, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
+import { tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
 import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
@@ -31,12 +30,13 @@ const HFLib = LibTokenizerClass as unknown as new (tokenizerJson: object, config
 /** ids past this are refused: a hostile tokenizer.json must not make us allocate a giant vocabulary */
 const MAX_TOKEN_ID = 1 << 24;
 
-export interface HFTokenizerSource {
+/** with the model's chat template as its folder gives it (tokenizerFromFolder reads it; none when absent) */
+export interface HFTokenizerSource extends ChatTemplateReading {
   /** file or folder named in errors */
   readonly where: string;
   /** parsed tokenizer.json (or one built from legacy vocabulary files) */
   readonly tokenizerJson: JsonObject;
-  /** parsed tokenizer_config.json (special tokens, add_bos_token, chat_template), if any */
+  /** parsed tokenizer_config.json (special tokens, add_bos_token), if any */
   readonly config?: JsonObject;
   /** more ids that end generation (generation_config.json's eos_token_id) */
   readonly extraEosIds?: readonly number[];
@@ -288,12 +288,9 @@ export class HFTokenizer implements Tokenizer {
   readonly endOfGenerationIds: ReadonlySet<number>;
   readonly addBos: boolean;
   readonly addEos: boolean;
-  /** tokenizer_config.json's chat_template (the "default" one when it names several, as transformers) */
-  readonly chatTemplate?: string;
-  /** why a chat_template that is there gives no template (a list with no "default" one, a number): said when a chat needs one */
+  /** tokenizer_config.json's chat_template (the "default" one when it names several, as transformers) or chat_template.jinja */
+  readonly chatTemplate?: ChatTemplateSource;
   readonly chatTemplateProblem?: string;
-  /** where chatTemplate comes from, for errors: "<folder>/tokenizer_config.json: chat template (chat_template)" */
-  readonly chatTemplateWhere: string;
   /** the special-token strings templates get as variables */
   readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
   /**
@@ -403,11 +400,8 @@ export class HFTokenizer implements Tokenizer {
     for (const id of source.extraEosIds ?? []) if (Number.isInteger(id) && id >= 0 && id < this.vocabSize) eog.add(id);
     this.endOfGenerationIds = eog;
 
-    const configPath = join(dirname(source.where), "tokenizer_config.json");
-    this.chatTemplateWhere = `${configPath}: chat template (chat_template)`;
-    const chosen = chatTemplateOf(config.chat_template, configPath);
-    if (typeof chosen === "string") this.chatTemplate = chosen;
-    else if (chosen) this.chatTemplateProblem = chosen.problem;
+    this.chatTemplate = source.chatTemplate;
+    this.chatTemplateProblem = source.chatTemplateProblem;
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -742,35 +736,4 @@ export class HFTokenizer implements Tokenizer {
     const refusal = tokenIdRefusal(id, this.vocabSize);
     if (refusal) throw new RangeError(refusal);
   }
-}
-
-/**
- * tokenizer_config.json's chat_template as transformers resolves it with no template name given:
- * a string; a list of {name, template} (transformers' tokenizer makes it a name -> template map
- * at load and fails there on an entry without both keys) or such a map, whose "default" one is
- * used; null or absent: none. A map without "default" fails only when a chat is templated
- * (get_chat_template names the templates), as does a value of another type (jinja gets no string),
- * so the tokenizer still loads for everything else.
- */
-function chatTemplateOf(value: unknown, configPath: string): string | { problem: string } | undefined {
-  if (value === undefined || value === null || typeof value === "string") return value ?? undefined;
-  const field = `${configPath}: chat_template`;
-  let named: JsonObject;
-  if (Array.isArray(value)) {
-    named = {};
-    value.forEach((entry, i) => {
-      if (!isObject(entry) || typeof entry.name !== "string" || typeof entry.template !== "string") {
-        throw new Error(`${field}[${i}]: expected an object with "name" and "template" strings, found ${JSON.stringify(entry)?.slice(0, 60)}`);
-      }
-      named[entry.name] = entry.template;
-    });
-  } else if (isObject(value)) named = value;
-  else return { problem: `${field}: expected a template string or a list of {"name", "template"} objects, found ${JSON.stringify(value)?.slice(0, 60)}` };
-  if (!Object.hasOwn(named, "default")) {
-    const names = Object.keys(named).sort().map((n) => JSON.stringify(n)).join(", ");
-    return { problem: `${field}: the model has several named chat templates and none is "default" (names: ${names || "none"}); transformers needs a template name then` };
-  }
-  const chosen = named.default;
-  if (typeof chosen !== "string") return { problem: `${field}: the "default" template: expected a string, found ${JSON.stringify(chosen)?.slice(0, 60)}` };
-  return chosen;
 }

@@ -1,0 +1,99 @@
+import assert from "node:assert/strict";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { chatFormatterFor, NoChatTemplateError } from "../src/chat/index.js";
+import { convertHFToGGUF } from "../src/convert/convert.js";
+import { GGUFMetadata, readGGUFHeader } from "../src/formats/gguf-reader.js";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
+import { readTokenizerEntries } from "../src/testing/index.js";
+import { openTokenizer } from "../src/tokenizer/index.js";
+import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+
+/*
+ * `tsllm convert` writes tokenizer.chat_template from the folder's chat template as the tokenizer
+ * loader reads it, with --vocab (whose GGUF's own template it replaces) and without: a GGUF
+ * chats as the folder does, and a chat_template the loader refuses is refused in its words.
+ * Judged by transformers' reading of tokenizer_config.json (a string; a list of {name, template}
+ * made a name -> template map at load, failing there on an entry without both keys; the "default"
+ * one used when no name is given) and the newer chat_template.jinja beside it, which llama.cpp's
+ * convert_hf_to_gguf.py also reads; the loader is the same reading (chatTemplateOf).
+ */
+const FOLDER = "hf-oracle/gpt2-tiny";
+const VOCAB = "tokenizer-tests/ggml-vocab-gpt-2.gguf";
+const skip = skipWithoutShared(FOLDER) || skipWithoutShared(VOCAB);
+const dir = mkdtempSync(join(tmpdir(), "tsllm-convert-template-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** gpt2-tiny with `tokenizer_config.json` (its own, plus `chatTemplate` when given) and `jinja` as chat_template.jinja */
+function folderWith(name: string, files: { chatTemplate?: unknown; jinja?: string }): { folder: string; config: string } {
+  const folder = join(dir, name);
+  mkdirSync(folder);
+  for (const f of ["config.json", "model.safetensors", "tokenizer.json"]) copyFileSync(join(sharedFile(FOLDER)!, f), join(folder, f));
+  const config = join(folder, "tokenizer_config.json");
+  writeFileSync(config, JSON.stringify({ eos_token: "<|endoftext|>", ...("chatTemplate" in files ? { chat_template: files.chatTemplate } : {}) }));
+  if (files.jinja !== undefined) writeFileSync(join(folder, "chat_template.jinja"), files.jinja);
+  return { folder, config };
+}
+
+/** GPT-2's vocabulary GGUF with a chat template of its own, which the folder's must replace */
+async function vocabWithTemplate(): Promise<string> {
+  const path = join(dir, "vocab-with-template.gguf");
+  if (!existsSync(path)) {
+    const { entries } = readTokenizerEntries(sharedFile(VOCAB)!);
+    await writeGGUF(path, { metadata: [["general.architecture", ggufEntry.string("gpt2")], ...entries, ["tokenizer.chat_template", ggufEntry.string("VOCAB {{ messages }}")]], tensors: [] });
+  }
+  return path;
+}
+
+const templateOf = (gguf: string) => new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata).string("tokenizer.chat_template");
+
+test("convert, with --vocab and without, writes the template the folder's tokenizer chats with: a map's or a list's \"default\", chat_template.jinja", { skip }, async () => {
+  const vocab = await vocabWithTemplate();
+  for (const [name, files, want] of [
+    ["jinja", { jinja: "J{{ messages[0].content }}" }, "J{{ messages[0].content }}"],
+    ["map", { chatTemplate: { default: "M{{ messages[0].content }}", tool_use: "T" } }, "M{{ messages[0].content }}"],
+    ["list", { chatTemplate: [{ name: "tool_use", template: "T" }, { name: "default", template: "D{{ messages[0].content }}" }] }, "D{{ messages[0].content }}"],
+  ] as const) {
+    const { folder } = folderWith(name, files);
+    assert.equal(openTokenizer(folder).chatTemplate?.source, want, `${name}: the loader`);
+    for (const options of [{ vocab }, {}]) {
+      const out = join(dir, `${name}-${options.vocab ? "vocab" : "own"}.gguf`);
+      await convertHFToGGUF(folder, out, { type: "f32", ...options });
+      assert.equal(templateOf(out), want, `${name} ${options.vocab ? "--vocab" : "own tokenizer"}`);
+    }
+  }
+});
+
+test("a chat_template the loader refuses or cannot chat with: convert refuses it in the loader's words, naming the file and field, with --vocab and without; nothing is written", { skip }, async () => {
+  const vocab = await vocabWithTemplate();
+  // an entry without both keys: transformers fails at load, and so do the loader and convert
+  const bad = folderWith("bad-entry", { chatTemplate: [{ name: "default", template: "D" }, { name: "rag" }] });
+  const atLoad = `${bad.config}: chat_template[1]: expected an object with "name" and "template" strings, found {"name":"rag"}`;
+  assert.throws(() => openTokenizer(bad.folder), (e: Error) => e.message === atLoad);
+  for (const options of [{ vocab }, {}]) {
+    const out = join(dir, `bad-entry-${options.vocab ? "vocab" : "own"}.gguf`);
+    await assert.rejects(convertHFToGGUF(bad.folder, out, { type: "f32", ...options }), (e: Error) => e.message === atLoad);
+    assert.ok(!existsSync(out), out);
+  }
+  // the tokenizer loads, a chat fails: convert would write no template, or --vocab's, for the folder's
+  for (const [name, chatTemplate] of [["no-default", [{ name: "tool_use", template: "T" }]], ["number", 5], ["default-number", { default: 5 }]] as const) {
+    const { folder, config } = folderWith(name, { chatTemplate });
+    let reason = "";
+    assert.throws(() => chatFormatterFor(openTokenizer(folder)), (e: unknown) => e instanceof NoChatTemplateError && (reason = e.reason).startsWith(`${config}: chat_template`));
+    for (const options of [{ vocab }, {}]) {
+      const out = join(dir, `${name}-${options.vocab ? "vocab" : "own"}.gguf`);
+      await assert.rejects(convertHFToGGUF(folder, out, { type: "f32", ...options }), (e: Error) => e.message === `${reason}; convert writes the template a chat uses as tokenizer.chat_template`);
+      assert.ok(!existsSync(out), out);
+    }
+  }
+});
+
+test("convert --vocab of a folder with no chat template keeps the vocabulary GGUF's", { skip }, async () => {
+  const vocab = await vocabWithTemplate();
+  const { folder } = folderWith("none", {});
+  const out = join(dir, "none-vocab.gguf");
+  await convertHFToGGUF(folder, out, { type: "f32", vocab });
+  assert.equal(templateOf(out), "VOCAB {{ messages }}");
+});
