@@ -13,7 +13,7 @@
 //    "exponent": a bounded number is written without an exponent (1e-7 as 0.0000001), so the
 //    instance as JSON.stringify writes it (1e-7) is refused; "extra key": an object whose schema
 //    leaves additionalProperties unset (an allOf of such objects merged too) takes no key beyond
-//    its properties (as llama.cpp's converter reads it), so the instance with a key "zx" more,
+//    its properties, or its patternProperties' keys (as llama.cpp's converter reads it), so the instance with a key "zx" more,
 //    which ajv validates, is refused; an instance ajv validates only through such an object's
 //    other keys (through another anyOf alternative: closedSchema) counts so too. "format beside
 //    pattern": a format beside a pattern (an allOf's parts merged) is left to the pattern (as zod
@@ -37,6 +37,8 @@ type Schema = Record<string, unknown>;
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
 const int = (rng: Rng, lo: number, hi: number): number => lo + Math.floor(rng.uniform() * (hi - lo + 1));
 const chance = (rng: Rng, p: number): boolean => rng.uniform() < p;
+/** the key "then" (a literal one reads to the linter as a thenable object) */
+const THEN = "then";
 
 /** strings worth trying: control characters, quotes, escapes, non-ASCII, astral characters */
 const STRING_PIECES = ["", "a", "Z", "abc", "0", " ", "\u0000", "\u001f", "\n", "\t", '"', "\\", "/", "\u007f", "é", "日本", "😀", "\uD83D\uDE00x", "x y", "cat", "dog", "123-4567"];
@@ -56,10 +58,30 @@ const FORMAT_SAMPLES: Record<string, string[]> = {
   uri: ["https://example.com/a?b#c", "urn:isbn:0451450523"],
 };
 
+/**
+ * How many array elements' schemas the one being made lies in: ajv 8.17 validates [[1], []] against
+ * {items: {contains: {const: 1}}} (and a contains deeper in an element's schema so), a wrong judge
+ * for contains there; test/constraints.test.ts judges contains on its own
+ */
+let inElements = 0;
+
+/** `make()` for a schema of array elements (no contains within it) */
+function elementSchema<T>(make: () => T): T {
+  inElements++;
+  try {
+    return make();
+  } finally {
+    inElements--;
+  }
+}
+
+/** keys a patternProperties pattern takes (none of them a property name randomSchema writes) */
+const KEY_PATTERNS: Record<string, string[]> = { "^x[0-9]$": ["x1", "x7"], "^q": ["q", "qq", "q é"], "^[A-Z]+$": ["AB", "Z"] };
+
 /** a random schema over the keywords tsllm claims; `defs` collects $defs (the root gets them) */
 export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> = {}): Schema {
   const leaf = depth >= 3;
-  const kind = pick(rng, leaf ? ["string", "integer", "number", "boolean", "null", "enum", "const", "union"] : ["string", "integer", "number", "boolean", "enum", "const", "object", "object", "array", "array", "tuple", "anyOf", "oneOf", "allOf", "ref", "union", "nullable", "not"]);
+  const kind = pick(rng, leaf ? ["string", "integer", "number", "boolean", "null", "enum", "const", "union"] : ["string", "integer", "number", "boolean", "enum", "const", "object", "object", "array", "array", "tuple", "anyOf", "oneOf", "allOf", "ref", "union", "nullable", "not", "if", "dependentSchemas"]);
   const s = ((): Schema => {
     switch (kind) {
       case "string": {
@@ -124,6 +146,23 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
       }
       case "nullable":
         return { ...randomSchema(rng, depth + 1, defs), nullable: true };
+      case "if": {
+        // a hand-written discriminator (if a property's const, then / else), or a test of the type
+        if (chance(rng, 0.3)) return { if: { type: pick(rng, ["string", "integer", "object", ["null", "boolean"]]) }, [THEN]: randomSchema(rng, depth + 1, defs), else: randomSchema(rng, depth + 1, defs) };
+        const s: Schema = { type: pick(rng, ["object", "object", ["object", "null"]]), properties: { kind: { enum: ["a", "b", "c"] }, n: randomSchema(rng, depth + 2, defs) }, required: chance(rng, 0.7) ? ["kind"] : [] };
+        if (chance(rng, 0.5)) s["additionalProperties"] = pick(rng, [false, true, { type: "integer" }]);
+        s["if"] = { properties: { kind: pick(rng, [{ const: "a" }, { enum: ["a", "c"] }, { type: "string" }]) }, ...(chance(rng, 0.3) ? { required: ["kind"] } : {}) };
+        const branch = (): unknown => pick(rng, [{ required: ["n"] }, { properties: { n: randomSchema(rng, depth + 2, defs) } }, false, { properties: { kind: { not: { const: "b" } } } }]);
+        if (chance(rng, 0.8)) s[THEN] = branch();
+        if (chance(rng, 0.6)) s["else"] = branch();
+        return s;
+      }
+      case "dependentSchemas": {
+        const s: Schema = { type: "object", properties: { a: randomSchema(rng, depth + 2, defs), b: randomSchema(rng, depth + 2, defs), c: { type: "integer" } } };
+        if (chance(rng, 0.6)) s["additionalProperties"] = pick(rng, [false, true, { type: "string" }]);
+        s["dependentSchemas"] = Object.fromEntries(["a", "b"].filter(() => chance(rng, 0.7)).map((k) => [k, pick(rng, [{ required: ["c"] }, { properties: { c: { minimum: 0 } } }, false, { required: [k === "a" ? "b" : "a"] }])]));
+        return s;
+      }
       case "object": {
         const n = int(rng, 0, 4);
         const properties: Record<string, Schema> = {};
@@ -144,31 +183,42 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
         // propertyNames: a string type is what keys are anyway; other key schemas are held (refused
         // where a property's name is one of their strings beside other keys)
         if (chance(rng, 0.1)) s["propertyNames"] = pick(rng, [{ type: "string" }, { pattern: "^[a-z]+$" }, { maxLength: 3 }]);
-        // a count of keys, on a closed object (beside other keys a minimum two of them must meet is not written)
+        // a count of keys, on a closed object (beside other keys a minimum two of them must meet is
+        // not written: {"x": 1, "y": 2} under minProperties 2 beside a property "a" is refused)
         if (s["additionalProperties"] === false && chance(rng, 0.15)) {
           s["minProperties"] = int(rng, 0, 2);
           if (chance(rng, 0.5)) s["maxProperties"] = int(rng, s["minProperties"] as number, 3);
         }
+        // keys of a pattern, with values of its schema (refused where it takes a property's name)
+        if (chance(rng, 0.12)) s["patternProperties"] = { [pick(rng, [...Object.keys(KEY_PATTERNS), "^a"])]: randomSchema(rng, depth + 2, defs) };
+        // the keys nothing else evaluated (as additionalProperties where nothing is beside it)
+        if (s["additionalProperties"] === undefined && chance(rng, 0.1)) s["unevaluatedProperties"] = pick(rng, [false, { type: "integer" }]);
+        // where one key is present, so are others
+        if (keys.length > 1 && chance(rng, 0.12)) s["dependentRequired"] = { [keys[0]!]: keys.slice(1).filter(() => chance(rng, 0.6)) };
         return s;
       }
       case "array": {
-        const s: Schema = { type: "array", items: chance(rng, 0.03) ? false : randomSchema(rng, depth + 1, defs) };
+        const s: Schema = { type: "array", items: chance(rng, 0.03) ? false : elementSchema(() => randomSchema(rng, depth + 1, defs)) };
         if (chance(rng, 0.5)) s["minItems"] = int(rng, 0, 2);
         if (chance(rng, 0.5)) s["maxItems"] = int(rng, (s["minItems"] as number | undefined) ?? 0, 4);
         // uniqueItems: held over a finite set of item values (enum, const, boolean, null), else refused naming the path
         if (chance(rng, 0.05)) s["uniqueItems"] = true;
-        // (no contains: ajv 8.17 validates [[1], []] against items {contains: {const: 1}}, a wrong
-        // judge for contains nested in items; test/constraints.test.ts judges contains on its own)
+        // elements of a schema anywhere (at least minContains of them; a maxContains below maxItems refused)
+        if (inElements === 0 && s["uniqueItems"] === undefined && chance(rng, 0.15)) {
+          s["contains"] = pick(rng, [{ const: 1 }, { type: "string" }, { enum: ["a", null] }, { type: "integer", minimum: 5 }]);
+          if (chance(rng, 0.4)) s["minContains"] = int(rng, 0, 2);
+          if (chance(rng, 0.3)) s["maxContains"] = int(rng, (s["minContains"] as number | undefined) ?? 1, 4);
+        }
         return s;
       }
       case "tuple": {
         // (false at a position: the array ends before it)
-        const s: Schema = { type: "array", prefixItems: Array.from({ length: int(rng, 1, 3) }, (_, i) => (i > 0 && chance(rng, 0.1) ? false : randomSchema(rng, depth + 1, defs))) };
+        const s: Schema = { type: "array", prefixItems: elementSchema(() => Array.from({ length: int(rng, 1, 3) }, (_, i) => (i > 0 && chance(rng, 0.1) ? false : randomSchema(rng, depth + 1, defs)))) };
         const r = rng.uniform();
         // the rest as items, or as unevaluatedItems (the elements no position took)
         const rest = chance(rng, 0.3) ? "unevaluatedItems" : "items";
         if (r < 0.4) s[rest] = false;
-        else if (r < 0.7) s[rest] = randomSchema(rng, depth + 1, defs);
+        else if (r < 0.7) s[rest] = elementSchema(() => randomSchema(rng, depth + 1, defs));
         if (chance(rng, 0.3)) s["minItems"] = int(rng, 0, 2);
         return s;
       }
@@ -448,7 +498,13 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
       const max = closedAt >= 0 ? closedAt : rest === false ? prefix.length : ((o["maxItems"] as number | undefined) ?? prefix.length + 3);
       const n = int(rng, Math.min(min, max), max);
       const out: unknown[] = [];
-      for (let i = 0; i < n; i++) out.push(randomInstance(root, i < prefix.length ? prefix[i] : (rest ?? true), rng, depth + 1));
+      // (some elements of the contains schema, wherever no position holds them)
+      for (let i = 0; i < n; i++) out.push(randomInstance(root, i >= prefix.length && o["contains"] !== undefined && chance(rng, 0.5) ? o["contains"] : i < prefix.length ? prefix[i] : (rest ?? true), rng, depth + 1));
+      // (an element none was made for is no element: JSON.stringify would write it as null, which ajv did not judge)
+      if (out.includes(undefined)) return undefined;
+      // a maxContains below maxItems writes the other elements as the items less contains: integers
+      // with values left out are ranges, which (as bounded ones) never write -0
+      if (o["maxContains"] !== undefined) for (const e of out) if (typeof e === "number") plainNumbers.add(e);
       return out;
     }
     case "object": {
@@ -460,8 +516,10 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
         const e = randomInstance(root, v, rng, depth + 1);
         if (e !== undefined) out[k] = e;
       }
-      const extra = o["additionalProperties"];
+      const extra = o["additionalProperties"] ?? o["unevaluatedProperties"];
       for (const k of required) if (!Object.hasOwn(props, k)) out[k] = randomInstance(root, extra ?? true, rng, depth + 1);
+      // keys of patternProperties' patterns, after the properties and the other required names (the grammar's order)
+      for (const [p, sub] of Object.entries((o["patternProperties"] ?? {}) as Schema)) for (const k of KEY_PATTERNS[p] ?? []) if (chance(rng, 0.4)) out[k] = randomInstance(root, sub, rng, depth + 1);
       if (extra !== undefined && extra !== false && chance(rng, 0.5)) {
         for (const k of ["zz", "\u0000k", "é", "a\"b"]) if (!Object.hasOwn(props, k) && !Object.hasOwn(out, k) && chance(rng, 0.5)) out[k] = randomInstance(root, extra, rng, depth + 1);
       }
@@ -592,12 +650,15 @@ export function closedSchema(schema: unknown, allOfPart = false): unknown {
     else out[k] = typeof v === "object" ? closedSchema(v) : v;
   }
   const named = (x: Schema): string[] => [...Object.keys((x["properties"] ?? {}) as Schema), ...((x["required"] as string[] | undefined) ?? [])];
-  const closes = (x: Schema): boolean => x["additionalProperties"] === undefined && Object.keys((x["properties"] ?? {}) as Schema).length > 0;
+  // (patternProperties with additionalProperties unset: the keys of the patterns, and of no other)
+  const closes = (x: Schema): boolean => x["additionalProperties"] === undefined && x["unevaluatedProperties"] === undefined && (Object.keys((x["properties"] ?? {}) as Schema).length > 0 || x["patternProperties"] !== undefined);
   let names: string[] | undefined;
   if (!allOfPart && closes(o)) names = named(o);
   const parts = Array.isArray(o["allOf"]) ? (o["allOf"] as unknown[]).filter((p): p is Schema => typeof p === "object" && p !== null) : [];
   if (parts.some(closes)) names = [...named(o), ...parts.flatMap(named)];
-  if (names !== undefined) out["allOf"] = [...((out["allOf"] as unknown[] | undefined) ?? []), { propertyNames: { enum: [...new Set(names)] } }];
+  const patterns = Object.keys((o["patternProperties"] ?? {}) as Schema).map((pattern) => ({ pattern }));
+  const keys = names === undefined ? [] : [...(names.length > 0 ? [{ enum: [...new Set(names)] }] : []), ...patterns];
+  if (names !== undefined) out["allOf"] = [...((out["allOf"] as unknown[] | undefined) ?? []), { propertyNames: keys.length > 0 ? { anyOf: keys } : false }];
   return out;
 }
 

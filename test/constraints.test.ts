@@ -617,6 +617,11 @@ test("allOf of an enum with a keyword beside it (maxLength) and another part kee
   agreesWithAjv({ allOf: [{ type: "string" }, { enum: [0, "a", "x\ny"], maxLength: 1 }] }, texts);
   agreesWithAjv({ allOf: [{ type: ["string", "number"] }, { enum: [0, "a", "x\ny"], maxLength: 1 }] }, texts);
   agreesWithAjv({ allOf: [{ type: "object", properties: { a: { type: ["string", "number"] } } }, { type: "object", properties: { a: { enum: [0, "a", "x\ny"], maxLength: 1 } } }] }, ['{"a":"x\\ny"}', '{"a":"a"}', '{"a":0}', "{}"]);
+  // a part of no enum with keywords other than a type (a bound, a not) keeps the values it takes (it was refused:
+  // "only enums (and their types) can be combined with an enum in allOf"; items beside contains are such an allOf)
+  agreesWithAjv({ allOf: [{ enum: [0, 5, "a", 7, null] }, { type: ["integer", "string"], minimum: 5 }] }, [...texts, "5", "7", "6"]);
+  agreesWithAjv({ allOf: [{ enum: [0, "a", "b", null] }, { not: { enum: ["a", null] } }] }, texts);
+  agreesWithAjv({ type: "array", items: { type: "integer", minimum: 2 }, contains: { enum: [1, 5] } }, ["[]", "[5]", "[1]", "[2,5]", "[5,1]", "[2]"]);
 });
 
 test("a part of allOf with propertyNames other than a string type is refused naming it, as an object's own is; it took keys the pattern refuses (found by scripts/fuzz-json-schema.ts)", () => {
@@ -1100,7 +1105,7 @@ test("propertyNames: the names it refuses are not written, its finite names are 
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
-test("contains / minContains: at least that many elements match, anywhere, exactly as ajv validates every array of up to 4 elements from 5 values; a maxContains below maxItems and contains beside a tuple are refused naming them (all were refused as unknown keywords)", () => {
+test("contains / minContains / maxContains: from minContains to maxContains elements match, anywhere, exactly as ajv validates every array of up to 4 elements from 5 values; a maxContains below maxItems where contains is more than a type, const or enum, contains beside a tuple, and contains beside items false are refused naming them (a maxContains below maxItems was refused; items false wrote [])", () => {
   const values = ["1", "5", '"a"', "7", '"b"'];
   const arrays: string[] = ["[]"];
   for (let n = 1, layer = [[] as string[]]; n <= 4; n++) {
@@ -1117,6 +1122,13 @@ test("contains / minContains: at least that many elements match, anywhere, exact
     { contains: { const: "b" }, maxItems: 2 },
     { type: "array", contains: { const: "a" }, minContains: 3, minItems: 4, maxItems: 4 },
     { type: "array", items: { enum: [1, 5, 7, "a"] }, contains: { type: "string" }, minItems: 1 },
+    // a maxContains below maxItems: the other elements are those contains rules out (a type, const or enum)
+    { type: "array", contains: { const: "a" }, maxContains: 1 },
+    { type: "array", items: { type: "integer", minimum: -3 }, contains: { enum: [1, 7] }, maxContains: 2, maxItems: 4 },
+    { type: "array", items: { type: ["integer", "string"] }, contains: { type: "string" }, minContains: 1, maxContains: 1 },
+    { type: "array", contains: { type: "string" }, minContains: 0, maxContains: 1, minItems: 2 },
+    { type: "array", items: { type: "integer", maximum: 9 }, contains: { const: 5 }, minContains: 0, maxContains: 0 },
+    { type: "array", items: false, contains: { const: 5 }, minContains: 0 },
   ];
   const ajv = makeAjv();
   for (const schema of schemas) {
@@ -1137,7 +1149,9 @@ test("contains / minContains: at least that many elements match, anywhere, exact
   assert.equal(accepts(long, `[${"1,".repeat(3000)}5]`), true);
   assert.equal(accepts(long, `[${"1,".repeat(3000)}1]`), false);
   const faults: [JsonSchema, RegExp][] = [
-    [{ type: "array", contains: { const: "a" }, maxContains: 1 }, /^GrammarError: #\/maxContains: not supported \(below maxItems it needs elements the contains schema does not match/],
+    [{ type: "array", contains: { minimum: 5 }, maxContains: 1 }, /^GrammarError: #\/maxContains: not supported where contains is more than a type, a const or an enum \(below maxItems it needs elements the contains schema does not match/],
+    [{ type: "array", items: { type: "number" }, contains: { const: 1 }, maxContains: 1 }, /^GrammarError: #\/maxContains: not supported here: below maxItems it needs elements contains does not match \(#\/contains\/not: ruling 1 out of a number schema is not supported/],
+    [{ type: "array", items: false, contains: { const: 1 } }, /^GrammarError: #\/contains: 1 matching elements, but items is false: no element may stand in the array$/],
     [{ type: "array", prefixItems: [{ type: "string" }], contains: { const: "a" } }, /^GrammarError: #\/contains: not supported beside a tuple \(prefixItems, or items as a list\) or uniqueItems$/],
     [{ type: "array", contains: { const: "a" }, minContains: 3, maxItems: 2 }, /^GrammarError: #\/minContains: 3 matching elements, but maxItems is 2: no array has them$/],
     [{ type: "array", contains: { const: "a" }, minContains: 2, maxContains: 1 }, /^GrammarError: #\/maxContains: 1 is below minContains 2$/],
@@ -1248,7 +1262,46 @@ test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes ot
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
   // a key that is no property's name may begin with an escaped surrogate pair too (it was refused there)
   agreesWithAjv({ type: "object", properties: { a: {} }, additionalProperties: true }, ['{"\\ud83d\\ude00":1}', '{"\\u0062":1}', '{"a":1,"\\ud83d\\ude00b":2}']);
-  for (const k of ["if", "then", "else", "dependentSchemas"]) assert.throws(() => jsonSchemaToGbnf({ type: "object", [k]: {} } as JsonSchema), new RegExp(`^GrammarError: #/${k}: this schema keyword is not supported in a grammar`));
+});
+
+/** the key "then" (a literal one reads to the linter as a thenable object) */
+const THEN = "then";
+
+test("if / then / else and dependentSchemas: the alternatives they are (if a type, const, enum or an object's property test), exactly as ajv validates every object of up to three keys in the grammar's key order; an if whose complement is no grammar is refused naming it (all were refused as unknown keywords)", () => {
+  const values = ['"a"', '"b"', "1", '"x"'];
+  const texts = ["1", '"a"', '""', "null", "[]", "-3", "{}"];
+  const keyed = (keys: readonly string[]): string[] => (keys.length === 0 ? [""] : keyed(keys.slice(1)).flatMap((rest) => ["", ...values.map((v) => `"${keys[0]}":${v}`)].map((kv) => [kv, rest].filter(Boolean).join(","))));
+  for (const body of new Set(keyed(["kind", "n", "z"]))) texts.push(`{${body}}`);
+  const props = { kind: { type: "string" }, n: {} };
+  for (const schema of [
+    { type: "object", properties: { kind: { enum: ["a", "b"] }, n: {} }, required: ["kind"], additionalProperties: false, if: { properties: { kind: { const: "a" } } }, [THEN]: { required: ["n"] }, else: { properties: { n: { type: "string" } } } },
+    { type: "object", properties: props, additionalProperties: true, if: { properties: { kind: { const: "a" } }, required: ["kind"] }, [THEN]: { properties: { n: { type: "integer" } } }, else: { properties: { n: { type: "string" } } } },
+    { type: "object", properties: props, additionalProperties: { type: "integer" }, if: { required: ["n"] }, [THEN]: { properties: { kind: { const: "b" } } } },
+    { type: "object", properties: { kind: { enum: ["a", "b"] } }, required: ["kind"], additionalProperties: true, if: { properties: { kind: { const: "a" } } }, [THEN]: false },
+    { type: ["object", "integer"], properties: props, additionalProperties: false, if: { type: "object", properties: { kind: { enum: ["a", "x"] } } }, else: { maximum: 0 } },
+    { if: { type: "string" }, [THEN]: { enum: ["a"] }, else: { type: "integer" } },
+    { if: { type: "integer" }, [THEN]: { minimum: 1 }, else: { type: "string", maxLength: 0 } },
+    { if: { properties: { kind: { const: "a" } } }, [THEN]: { type: "object", additionalProperties: true }, else: false },
+    { type: "object", additionalProperties: true, [THEN]: { type: "string" }, else: false },
+    { type: "object", properties: { kind: {}, n: {} }, additionalProperties: false, dependentSchemas: { kind: { required: ["n"] } } },
+    { type: "object", properties: { kind: {}, n: { type: "integer" } }, additionalProperties: { type: "string" }, dependentSchemas: { n: { properties: { kind: { const: "a" } } }, kind: { required: ["z"] } } },
+    { type: ["object", "integer"], properties: { kind: {}, n: {} }, additionalProperties: false, dependentSchemas: { kind: { required: ["n"] } } },
+    { type: "object", properties: { kind: {} }, additionalProperties: true, dependentSchemas: { kind: false } },
+    // in a part of allOf (or items beside contains): that part's alternatives, each with the other parts
+    { allOf: [{ type: "object", properties: props, additionalProperties: false }, { if: { properties: { kind: { const: "a" } } }, [THEN]: { required: ["n"] } }] },
+    { type: "array", items: { type: "object", properties: props, additionalProperties: false, dependentSchemas: { n: { required: ["kind"] } } }, contains: { required: ["n"] } },
+    // an optional property whose schema then leaves no value may not be present (it was refused: "no value is in every enum")
+    { type: "object", properties: { kind: { enum: ["a", "b"] }, n: { enum: ["a", 1] } }, additionalProperties: false, if: { required: ["kind"] }, [THEN]: { properties: { n: { type: "null" } } } },
+  ] as Record<string, unknown>[]) agreesWithAjv(schema, schema["type"] === "array" ? [...texts.filter((t) => t.startsWith("{")).map((t) => `[${t}]`), "[]", '[{"n":1},{"kind":"a"}]', '[{"kind":"a","n":1},{}]'] : texts);
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "string", if: { pattern: "^a" }, [THEN]: { maxLength: 2 } }, /^GrammarError: #\/if: only a type, a const or an enum, or an object's properties \(each a type, const or enum\) and required names, can be tested in a grammar/],
+    [{ type: "object", if: { properties: { a: { minimum: 2 } } }, [THEN]: { required: ["a"] } }, /^GrammarError: #\/if\/properties\/a: a property tested by if can be a type, a const or an enum only/],
+    [{ type: "object", properties: { a: {} }, unevaluatedProperties: false, dependentSchemas: { a: {} } }, /^GrammarError: #\/unevaluatedProperties: not supported beside dependentSchemas/],
+    [{ type: "object", dependentSchemas: { a: {}, b: {}, c: {}, d: {}, e: {} } }, /^GrammarError: #\/dependentSchemas: more than 4 keys are not supported/],
+    [{ allOf: [{ type: "object" }, { $ref: "#/$defs/c" }], $defs: { c: { if: { type: "object" }, [THEN]: {} } } }, /^GrammarError: #\/\$defs\/c\/if: not supported in a part of allOf/],
+    [{ type: "object", if: { type: "object" }, [THEN]: false }, /^GrammarError: #\/then: the schema false admits no value/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
 test("unevaluatedItems: the elements past prefixItems (a tuple), or every element where nothing else applies, exactly as ajv validates; in a part of allOf or beside contains refused (was refused as an unknown keyword)", () => {

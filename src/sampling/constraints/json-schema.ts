@@ -4,6 +4,7 @@ import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
 import { checkPattern, regexLengthGbnf, regexToGbnf, topAlternatives } from "./regex.js";
+import { admitsNothing, conditionalBranches, emptyAt, type Part } from "./conditional.js";
 
 /**
  * JSON Schema to GBNF, for the subset llama.cpp's json_schema_to_grammar covers that matters for
@@ -89,7 +90,7 @@ const KNOWN_KEYS = new Set([
   "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "$schema", "$id", "title", "description", "default", "examples",
   "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "strict", "name", "nullable", "pattern",
   "prefixItems", "additionalItems", "propertyNames", "uniqueItems", "minProperties", "maxProperties", "patternProperties", "contains", "minContains", "maxContains", "unevaluatedProperties", "dependentRequired",
-  "not", "unevaluatedItems",
+  "not", "unevaluatedItems", "if", "then", "else", "dependentSchemas",
   // annotations: they say nothing about which values are valid
   "$comment", "readOnly", "writeOnly", "deprecated", "example", "contentMediaType", "contentEncoding", "discriminator",
 ]);
@@ -104,7 +105,7 @@ const TYPE_KEYWORDS: readonly [string, readonly string[]][] = [
   ["string", ["pattern", "format", "minLength", "maxLength"]],
   ["number", ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]],
   ["array", ["items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains", "unevaluatedItems"]],
-  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties", "dependentRequired"]],
+  ["object", ["properties", "additionalProperties", "required", "propertyNames", "minProperties", "maxProperties", "patternProperties", "unevaluatedProperties", "dependentRequired", "dependentSchemas"]],
 ];
 
 const isMap = (v: unknown): boolean => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -131,8 +132,22 @@ const KEYWORD_SHAPES: Record<string, readonly [(v: unknown) => boolean, string]>
   unevaluatedItems: [(v) => typeof v === "boolean" || isMap(v), "a schema"],
 };
 
+/**
+ * A schema without type as it reads for values of type `type` alone: less the keywords of other
+ * types (they say nothing of such a value; taken alone they would make it of their type)
+ */
+function narrowedTo(sub: unknown, type: string): unknown {
+  if (!isMap(sub) || (sub as Record<string, unknown>)["type"] !== undefined) return sub;
+  const own = type === "integer" ? ["integer", "number"] : [type];
+  const others = new Set(TYPE_KEYWORDS.filter(([t]) => !own.includes(t)).flatMap(([, keys]) => keys));
+  return Object.fromEntries(Object.entries(sub as Record<string, unknown>).filter(([k]) => !others.has(k)));
+}
+
+/** the keywords whose schema is alternatives (conditional.ts) */
+const CONDITIONAL_KEYS = ["if", "then", "else", "dependentSchemas"];
+
 /** keywords that say which values are valid apart from the type ones (a schema with none of them and no type is any value) */
-const VALUE_KEYWORDS = ["type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"];
+const VALUE_KEYWORDS = ["type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "if"];
 
 /** the types a schema without `type` is taken as, from its type-specific keywords */
 function impliedTypes(s: Record<string, unknown>): string[] {
@@ -544,6 +559,7 @@ class Converter {
     if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw new GrammarError(`${path}: expected a schema object, got ${JSON.stringify(schema)}`);
     const s = schema as Record<string, unknown>;
     this.checkKeys(s, path);
+    if (CONDITIONAL_KEYS.some((k) => s[k] !== undefined)) return this.conditional(s, name, path, depth);
     if (!constrains(s)) return this.anyValue();
     this.space();
     // OpenAPI's nullable (which ajv honours too): the schema, or null; beside an enum or const it
@@ -606,6 +622,8 @@ class Converter {
       }
     }
     if (Array.isArray(s["allOf"])) {
+      const alternatives = this.conditionalPart(s, name, path, depth);
+      if (alternatives !== undefined) return alternatives;
       const { merged, at, from } = this.mergeAllOf(s, path, depth);
       try {
         return this.visit(merged, name, at, depth + 1);
@@ -630,6 +648,59 @@ class Converter {
         return this.primitive(type as string);
       default:
         throw new GrammarError(`${path}/type: expected one of object, array, string, number, integer, boolean, null, got ${JSON.stringify(type)}`);
+    }
+  }
+
+  /**
+   * A schema with if / then / else or dependentSchemas: its alternatives (conditional.ts), each an
+   * allOf of its parts; one that admits no value (then false, an enum if rules all out) is left out,
+   * with the rules and $refs it began undone
+   */
+  private conditional(s: Record<string, unknown>, name: string, path: string, depth: number, others: readonly Part[] = []): string {
+    // a value of one type takes the schema exactly where it takes the schema of that type alone (an
+    // object test then decides alone between objects, or says nothing of the other types)
+    const { nullable, ...own } = s;
+    const types = own["type"] === undefined ? [] : [own["type"]].flat();
+    if (nullable === true && types.length > 0 && !types.includes("null")) types.push("null");
+    if (types.length > 1 && others.length === 0) return this.add(name, types.map((t, i) => this.visit({ ...own, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
+    const alts: string[] = [];
+    let empty: unknown;
+    for (const [i, branch] of conditionalBranches(s, path, besidePart, narrowedTo).entries()) {
+      const parts = [...others, ...branch];
+      const alt = this.unlessEmpty(() => this.visit(allOfAt(parts), `${name}-${i}`, others[0]?.[1] ?? path, depth + 1), (e) => admitsNothing(e, parts, others[0]?.[1] ?? path));
+      if (alt.made !== undefined) alts.push(alt.made);
+      else empty ??= alt.fault;
+    }
+    if (alts.length === 0) throw empty;
+    return this.add(name, alts.join(" | "));
+  }
+
+  /**
+   * An allOf with a part (or the keywords beside it) holding if / then / else or dependentSchemas:
+   * that part's alternatives, each with the other parts; undefined where no part holds them
+   */
+  private conditionalPart(s: Record<string, unknown>, name: string, path: string, depth: number): string | undefined {
+    const { allOf, ...beside } = s;
+    const parts: Part[] = [[besidePart(beside), path], ...(allOf as unknown[]).map((p, i) => [p, partPaths.get(s)?.[i] ?? `${path}/allOf/${i}`] as const)];
+    const j = parts.findIndex(([p]) => isMap(p) && CONDITIONAL_KEYS.some((k) => (p as Record<string, unknown>)[k] !== undefined));
+    if (j < 0) return undefined;
+    const [part, at] = parts[j] as [Record<string, unknown>, string];
+    return this.conditional(part, name, at, depth, [...parts.slice(0, j), ...parts.slice(j + 1)]);
+  }
+
+  /** `build()`, or where it fails for a fault `empty` says means no value: the rules and $refs it began undone, the fault */
+  private unlessEmpty(build: () => string, empty: (e: unknown) => boolean): { made?: string; fault?: unknown } {
+    const rules = new Map(this.rules), refs = new Map(this.refs), recursions = this.recursions.length;
+    try {
+      return { made: build() };
+    } catch (e) {
+      if (!empty(e)) throw e;
+      this.rules.clear();
+      for (const [k, v] of rules) this.rules.set(k, v);
+      this.refs.clear();
+      for (const [k, v] of refs) this.refs.set(k, v);
+      this.recursions.length = recursions;
+      return { fault: e };
     }
   }
 
@@ -749,6 +820,9 @@ class Converter {
       if (typeof p !== "object" || p === null || Array.isArray(p)) throw new GrammarError(`${where}: expected a schema object, got ${JSON.stringify(p)}`);
       const o = p as Record<string, unknown>;
       this.checkKeys(o, where);
+      // (a part's own alternatives are no keywords to merge)
+      const conditional = CONDITIONAL_KEYS.find((k) => o[k] !== undefined);
+      if (conditional !== undefined) throw new GrammarError(`${where}/${conditional}: not supported in a part of allOf (nor in then / else); write it beside the allOf`);
       if (typeof o["$ref"] === "string" && Object.keys(o).every((k) => k === "$ref" || !constrains({ [k]: o[k] }))) {
         if (hops > this.maxDepth) throw new GrammarError(`${where}/$ref: $refs chain more than ${this.maxDepth} deep`);
         take(this.resolve(o["$ref"], where), o["$ref"], hops + 1);
@@ -774,14 +848,14 @@ class Converter {
     if (parts.some((o) => o["enum"] !== undefined || o["const"] !== undefined)) {
       const valuesOf = (o: Record<string, unknown>): unknown[] | undefined => (o["const"] !== undefined ? [o["const"]] : Array.isArray(o["enum"]) ? o["enum"] : undefined);
       const lists = parts.map(valuesOf);
-      const odd = parts.findIndex((o, i) => lists[i] === undefined && Object.keys(o).some((k) => k !== "type" && constrains({ [k]: o[k] })));
-      if (odd >= 0) throw new GrammarError(`${path}/allOf/${odd}: only enums (and their types) can be combined with an enum in allOf`);
       const typeOk = (v: unknown, t: unknown): boolean => t === undefined || (Array.isArray(t) ? t : [t]).some((x) => x === (v === null ? "null" : Array.isArray(v) ? "array" : typeof v === "number" && Number.isInteger(v) && x === "integer" ? "integer" : typeof v));
       let keep = lists.find((l) => l !== undefined)!.filter((v) => lists.every((l, i) => (l === undefined || l.some((w) => JSON.stringify(w) === JSON.stringify(v))) && typeOk(v, parts[i]!["type"])));
       // the keywords beside a part's enum (maxLength, ...) keep the values they admit, as beside an enum alone
       for (const [i, o] of parts.entries()) {
         const { const: _c, enum: _e, type: _t, ...beside } = o;
         if (lists[i] !== undefined && constrains(beside)) keep = this.admitted(beside, keep, wheres[i]!, depth);
+        // a part of no enum (a bound, a not, an object's properties) keeps the values its grammar takes, as beside an enum alone
+        else if (lists[i] === undefined && constrains(beside)) keep = this.admitted(o, keep, wheres[i]!, depth);
       }
       if (keep.length === 0) throw new GrammarError(`${path}/allOf: no value is in every enum`);
       return done({ enum: keep });
@@ -847,7 +921,11 @@ class Converter {
     const propertyAt = new Map<string, string>();
     const required: string[] = [];
     const combine = (k: string, v: unknown, at: string) => {
-      if (Object.hasOwn(properties, k)) {
+      // (a property false in one part may not be present: false in the merged object too)
+      if (Object.hasOwn(properties, k) && (never(v) || never(properties[k]))) {
+        if (never(v)) propertyAt.set(k, at);
+        properties[k] = false;
+      } else if (Object.hasOwn(properties, k)) {
         // a property of several parts: a new allOf of their schemas, whose parts name their own spots
         properties[k] = allOfAt([[properties[k], propertyAt.get(k)!], [v, at]]);
         propertyAt.set(k, `${path}/properties/${k}`);
@@ -1160,6 +1238,8 @@ class Converter {
     // items false without a tuple: no element at all
     if (tupleKey === undefined && s["items"] === false) {
       if (min > 0) throw new GrammarError(`${path}/minItems: ${min} items, but items is false: no element may stand in the array`);
+      // (an empty array has no element contains matches: it was written, which no validator takes)
+      if (s["contains"] !== undefined && s["minContains"] !== 0) throw new GrammarError(`${path}/contains: ${JSON.stringify(s["minContains"] ?? 1)} matching elements, but items is false: no element may stand in the array`);
       this.space();
       return this.add(name, `"[" space "]" space`);
     }
@@ -1196,11 +1276,15 @@ class Converter {
     };
     const least = count("minContains") ?? 1, most = count("maxContains");
     if (most !== undefined && most < least) throw new GrammarError(`${path}/maxContains: ${most} is below minContains ${least}`);
-    if (most !== undefined && (max === undefined || most < max)) throw new GrammarError(`${path}/maxContains: not supported (below maxItems it needs elements the contains schema does not match, its complement, which a grammar here does not write)`);
-    if (least === 0) return undefined;
-    if (besideTupleOrUnique) throw new GrammarError(`${path}/contains: not supported beside a tuple (prefixItems, or items as a list) or uniqueItems`);
-    if (max !== undefined && least > max) throw new GrammarError(`${path}/minContains: ${least} matching elements, but maxItems is ${max}: no array has them`);
     const at = `${path}/contains`;
+    if (max !== undefined && least > max) throw new GrammarError(`${path}/minContains: ${least} matching elements, but maxItems is ${max}: no array has them`);
+    if (most !== undefined && (max === undefined || most < max)) {
+      if (besideTupleOrUnique) throw new GrammarError(`${at}: not supported beside a tuple (prefixItems, or items as a list) or uniqueItems`);
+      if (!this.canRuleOut(s["contains"])) throw new GrammarError(`${path}/maxContains: not supported where contains is more than a type, a const or an enum (below maxItems it needs elements the contains schema does not match, its complement, which a grammar here does not write)`);
+      return this.boundedContains(s, min, max, least, most, name, path, depth);
+    }
+    if (least === 0) return undefined;
+    if (besideTupleOrUnique) throw new GrammarError(`${at}: not supported beside a tuple (prefixItems, or items as a list) or uniqueItems`);
     const items = s["items"];
     const plain = items === undefined ? this.anyValue() : this.visit(items, `${name}-item`, `${path}/items`, depth + 1);
     const match = this.visit(items === undefined ? s["contains"] : allOfAt([[items, `${path}/items`], [s["contains"], at]]), `${name}-match`, at, depth + 1);
@@ -1234,6 +1318,62 @@ class Converter {
       }
       const rule = this.add(`${name}-c${n}-${c}`, alts.join(" | "));
       made.set(id, rule);
+      return rule;
+    };
+    const body = withinStack(at, () => rest(0, 0));
+    this.space();
+    return this.add(name, `"[" space ${body} "]" space`);
+  }
+
+  /** whether `not` of the schema is one a grammar writes (a type, const or enum: ruledOut) */
+  private canRuleOut(schema: unknown): boolean {
+    try {
+      this.ruledOut(schema, "#");
+      return true;
+    } catch (e) {
+      if (e instanceof GrammarError) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * contains with a maxContains below maxItems (or no maxItems): elements that match (the items'
+   * schema and contains) and elements that do not (the items' schema and not contains, which
+   * canRuleOut allowed), a rule per count of elements and of matches written, so that from least
+   * to most elements match: exact, as the two kinds of element do not overlap
+   */
+  private boundedContains(s: Record<string, unknown>, min: number, max: number | undefined, least: number, most: number, name: string, path: string, depth: number): string {
+    const at = `${path}/contains`;
+    const items = s["items"];
+    const both = (other: Record<string, unknown>, id: string) => this.visit(items === undefined ? other : allOfAt([[items, `${path}/items`], [other, at]]), `${name}-${id}`, at, depth + 1);
+    const match = both(s["contains"] as Record<string, unknown>, "match");
+    let other: string;
+    try {
+      other = both({ not: s["contains"] }, "other");
+    } catch (e) {
+      if (!(e instanceof GrammarError)) throw e;
+      throw new GrammarError(`${path}/maxContains: not supported here: below maxItems it needs elements contains does not match (${e.message})`);
+    }
+    // (with no maxItems, counts of elements past minItems, and past the first, say nothing new)
+    const cap = max ?? Math.max(min, 1);
+    const made = new Map<number, string>();
+    const rest = (n: number, c: number): string => {
+      const id = n * (most + 1) + c;
+      const known = made.get(id);
+      if (known !== undefined) return known;
+      // named before its body is made: past the cap it refers to itself (a loop of elements)
+      const rule = this.add(`${name}-k${n}-${c}`, '""');
+      made.set(id, rule);
+      const alts: string[] = [];
+      if (n >= min && c >= least) alts.push('""');
+      if (max === undefined || n < max) {
+        const sep = n > 0 ? `"," space ` : "";
+        const next = Math.min(n + 1, cap);
+        if (max === undefined || max - n - 1 >= least - c) alts.push(`${sep}${other} ${rest(next, c)}`);
+        if (c < most) alts.push(`${sep}${match} ${rest(next, c + 1)}`);
+      }
+      if (alts.length === 0) throw new GrammarError(`${path}/maxContains: no array of ${min} to ${max} elements has ${least} to ${most} matching ones`);
+      this.rules.set(rule, alts.join(" | "));
       return rule;
     };
     const body = withinStack(at, () => rest(0, 0));
@@ -1530,9 +1670,20 @@ class Converter {
     }
     // a property whose schema is false may not be present: not written (nor taken as another key)
     for (const r of required) if (props[r] === false) throw new GrammarError(`${path}/properties/${r}: false admits no value, but "${r}" is required`);
-    const keys = Object.keys(props).filter((k) => props[k] !== false);
     const named = Object.keys(props);
-    const kv = keys.map((k, i) => this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${this.visit(props[k], `${name}-${i}`, keyAt.get(k)!, depth + 1)}`));
+    const keys: string[] = [], kv: string[] = [];
+    for (const k of named) {
+      if (props[k] === false) continue;
+      // an optional property whose schema admits no value (then false, an enum a bound rules out) may not be present
+      const at = keyAt.get(k)!;
+      const value = this.unlessEmpty(() => this.visit(props[k], `${name}-${keys.length}`, at, depth + 1), (e) => !required.has(k) && emptyAt(e, [at]));
+      if (value.made === undefined) {
+        props[k] = false;
+        continue;
+      }
+      kv.push(this.add(`${name}-${k.replace(/[^A-Za-z0-9-]/g, "-")}-kv`, `${gbnfLiteral(JSON.stringify(k))} space ":" space ${value.made}`));
+      keys.push(k);
+    }
     // other keys: those of the patterns, or additionalProperties true or a schema
     // (a required key of the patterns' schema written again as a pattern's key is still valid, but not where keys are counted)
     const apart = s["minProperties"] === undefined ? named.filter((k) => !ofPatterns.includes(k)) : named;
