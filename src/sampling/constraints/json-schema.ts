@@ -495,6 +495,13 @@ function integerBounds(s: Record<string, unknown>, path: string): { lo: number |
   return { lo, hi };
 }
 
+/**
+ * The most alternatives of if / then / else and dependentSchemas one schema may lie in (those of
+ * the schemas around it multiplied: each writes the schemas inside it again; dependentSchemas of
+ * 4 keys nested ten deep took 16 seconds to reach the rule cap)
+ */
+const MAX_ALTERNATIVES = 256;
+
 /** the largest multipleOf written as a grammar (a rule per remainder and digit position) */
 const MAX_MULTIPLE = 250;
 
@@ -504,6 +511,8 @@ const NUMBER_BOUND_LIMIT = 1e15 - 1;
 class Converter {
   private readonly rules = new Map<string, string>();
   private readonly refs = new Map<string, string>();
+  /** how many alternatives of if / then / else and dependentSchemas the schema being written lies in (conditional()) */
+  private alternatives = 1;
   /** the $refs met while their own schema was being converted: [the $ref's schema path, the pointer, its rule] */
   private readonly recursions: [string, string, string][] = [];
 
@@ -665,11 +674,20 @@ class Converter {
     if (types.length > 1 && others.length === 0) return this.add(name, types.map((t, i) => this.visit({ ...own, type: t }, `${name}-${i}`, `${path}/type/${i}`, depth + 1)).join(" | "));
     const alts: string[] = [];
     let empty: unknown;
-    for (const [i, branch] of conditionalBranches(s, path, besidePart, narrowedTo).entries()) {
-      const parts = [...others, ...branch];
-      const alt = this.unlessEmpty(() => this.visit(allOfAt(parts), `${name}-${i}`, others[0]?.[1] ?? path, depth + 1), (e) => admitsNothing(e, parts, others[0]?.[1] ?? path));
-      if (alt.made !== undefined) alts.push(alt.made);
-      else empty ??= alt.fault;
+    const branches = conditionalBranches(s, path, besidePart, narrowedTo);
+    // (each alternative writes the schemas inside it again: nested ones multiply)
+    const outer = this.alternatives;
+    this.alternatives *= branches.length;
+    if (this.alternatives > MAX_ALTERNATIVES) throw new GrammarError(`${path}: if / then / else and dependentSchemas nested in those of the schemas around it make more than ${MAX_ALTERNATIVES} alternatives (each writes the schemas inside it again), which is not supported`);
+    try {
+      for (const [i, branch] of branches.entries()) {
+        const parts = [...others, ...branch];
+        const alt = this.unlessEmpty(() => this.visit(allOfAt(parts), `${name}-${i}`, others[0]?.[1] ?? path, depth + 1), (e) => admitsNothing(e, parts, others[0]?.[1] ?? path));
+        if (alt.made !== undefined) alts.push(alt.made);
+        else empty ??= alt.fault;
+      }
+    } finally {
+      this.alternatives = outer;
     }
     if (alts.length === 0) throw empty;
     return this.add(name, alts.join(" | "));
