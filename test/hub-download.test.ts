@@ -182,6 +182,16 @@ describe("offline mode", () => {
     assert.equal(hub.requests.length, before);
   });
 
+  test("offline, refresh (tsllm download --offline) serves what the cache holds with no request, not 'not in the cache'", async () => {
+    const cache = tmp();
+    const online = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));
+    const start = hub.requests.length;
+    const r = await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache, { offline: true, refresh: true }));
+    assert.deepEqual([r.path, r.fromCache], [online.path, true]);
+    assert.equal(hub.requests.length, start);
+    await assert.rejects(downloadModel("acme/tiny-GGUF:Q4_K_M", opts(cache, { offline: true, refresh: true })), (e: HubError) => e.code === "offline-miss");
+  });
+
   test("a cached Q8_0 does not satisfy an offline request for Q4_K_M", async () => {
     const cache = tmp();
     await downloadModel("acme/tiny-GGUF:Q8_0", opts(cache));

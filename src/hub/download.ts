@@ -194,7 +194,9 @@ export async function downloadModel(reference: string | HubReference, options: D
   // a commit's files never change: only a branch or tag can move on the hub. ModelScope's listing
   // names no commit (its snapshots are named by revision), so asking it again cannot tell a move
   const pinned = /^[0-9a-f]{40}$/.test(revision) || ref.source === "modelscope";
-  const cached = options.refresh === true ? undefined : fromCache(cache, ref, revision, options);
+  // refresh cannot ask the hub offline: the cache serves as it is (tsllm download --offline, as
+  // `hf download` with HF_HUB_OFFLINE=1 returns the cached snapshot)
+  const cached = options.refresh === true && !offline ? undefined : fromCache(cache, ref, revision, options);
   // a pinned file (a GGUF chosen by name or quantization) that is cached is served with no request,
   // as hf_hub_download serves a commit's cached file. A whole snapshot, or --include globs, are
   // matched against what the cache holds, which may be what a narrower include fetched before:
