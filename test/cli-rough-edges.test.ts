@@ -158,3 +158,20 @@ test("generate --logprobs with --num-beams, --draft-model or --prompt-lookup: on
     assert.equal(r.stderr, "tsllm: error: --logprobs cannot be combined with --num-beams, --draft-model or --prompt-lookup (sampling gives the log-probabilities)\n");
   }
 });
+
+test("convert / quantize --vocab naming a file that is no GGUF (a text, an empty file): one line naming --vocab, exit 1, nothing written", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, () => {
+  const sub = mkdtempSync(join(dir, "vocab-"));
+  const text = join(sub, "vocab.txt"), empty = join(sub, "empty.gguf");
+  writeFileSync(text, "hi\n");
+  writeFileSync(empty, "");
+  const folder = sharedFile("hf-oracle/gpt2-tiny")!;
+  for (const [args, vocab, why] of [
+    [["convert", "--model", folder, "--out", join(sub, "out.gguf")], text, "magic: needs 4 bytes at offset 0 but the file ends at 3 (truncated or corrupt file)"],
+    [["quantize", folder, join(sub, "out.gguf"), "q8_0"], empty, "magic: needs 4 bytes at offset 0 but the file ends at 0 (truncated or corrupt file)"],
+  ] as const) {
+    const r = tsllm([...args, "--vocab", vocab]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.equal(r.stderr, `tsllm: error: --vocab: ${vocab}: ${why}\n`);
+  }
+  assert.deepEqual(readdirSync(sub).sort(), ["empty.gguf", "vocab.txt"]);
+});

@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
 import { parseHubReference, resolveModelReference } from "../hub/index.js";
 import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
-import { vocabOption } from "./input-files.js";
+import { namedByFlag, vocabOption } from "./input-files.js";
 import { reportFallbacks } from "./quantize.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
@@ -68,7 +68,8 @@ export async function runConvert(argv: string[]): Promise<void> {
       : `${model}: is a file; convert takes a Hugging Face model folder (config.json + safetensors)`);
   }
   const name = fromHub ? parseHubReference(model).repo.split("/")[1] : undefined;
-  const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab, ...(name !== undefined ? { name } : {}) });
+  const r = await convertHFToGGUF(folder, out, { type: type as ConvertType, vocab, ...(name !== undefined ? { name } : {}) })
+    .catch((e: unknown) => { throw vocab === undefined || vocab === out ? e : namedByFlag(e, "--vocab", vocab); });
   if (flag(values, "json")) {
     process.stdout.write(JSON.stringify({ model, output: out, architecture: r.architecture, tensors: r.tensors, type: r.type, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
     return;

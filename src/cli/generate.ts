@@ -13,7 +13,7 @@ import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
 import { backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
-import { fileText, modelNamedBy, readStdinText, readTextFile, readTextInput } from "./input-files.js";
+import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -27,8 +27,8 @@ Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
   --prompt TEXT         prompt text; BOS is added when the model's metadata says so. Without --prompt or
                         --file, the prompt is read from stdin when that is not a terminal (echo hi | tsllm generate ...)
-  --file FILE           read the prompt from this file (UTF-8, else refused; a leading BOM and one final line break
-                        are dropped, as llama.cpp's -f; - reads stdin)
+  --file FILE           read the prompt from this file (UTF-8, else refused; one final line break is dropped, as
+                        llama.cpp's -f drops it, and a leading BOM; escapes processed as --prompt's; - reads stdin)
   --max-tokens N        most tokens to generate (default: the model folder's generation_config.json
                         max_new_tokens, else 256; -1 or -2: until the context is full, as llama.cpp's
                         -n -1 / -2, which stop there when context shift is off, its default)
@@ -196,16 +196,6 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   return regex !== undefined ? { regex } : {};
 }
 
-/**
- * A load's failure that is the draft's (the one load plans both, opening the draft's header): named
- * by --draft-model, as loadDraftBeside names its own; it said "adir/config.json: file: not found"
- * with no word of which flag gave that folder
- */
-function namingDraft(e: unknown, draftFile: string): unknown {
-  if (e instanceof Error && e.message.startsWith(draftFile)) e.message = `--draft-model: ${e.message}`;
-  return e;
-}
-
 /** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
 export const EXIT_INTERRUPTED = 130;
 
@@ -251,8 +241,9 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   // a speculative request's draft cache counts in the target's pool: room for it as for a width;
   // and the draft's weights, scratch and cache come off what the pool may take (one account)
   const draftOptions = { ...loadOptions, quantize: draftQuantize };
+  // (the one load plans both, opening the draft's header: a draft that fails there is named by its flag)
   const model = await loadModelForOneRequest(path, loadOptions, width, draftFile === undefined ? undefined : { ref: draftFile, options: draftOptions })
-    .catch((e: unknown) => loadRefusalInFlagWords(draftFile !== undefined && draftFile !== path ? namingDraft(e, draftFile) : e));
+    .catch((e: unknown) => loadRefusalInFlagWords(draftFile !== undefined && draftFile !== path ? namedByFlag(e, "--draft-model", draftFile) : e));
   // (the pool is sized for this one request: its context is what sizes it)
   const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, draftOptions, "--ctx-size").catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;

@@ -259,3 +259,13 @@ export function modelNamedBy(flag: string, ref: string): Promise<string> {
     throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
   });
 }
+
+/**
+ * A failure about the file a flag names (a second model, a --vocab GGUF), found while the library
+ * read it beside others: its message starts with that file's path, and now with the flag too
+ * ("--draft-model: DIR/config.json: file: not found ..."), as the user gave the file by the flag
+ */
+export function namedByFlag(e: unknown, flag: string, file: string): unknown {
+  if (e instanceof Error && e.message.startsWith(file)) e.message = `${flag}: ${e.message}`;
+  return e;
+}

@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { quantizeModel, tensorTypesRefusal, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
 import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
-import { vocabOption } from "./input-files.js";
+import { namedByFlag, vocabOption } from "./input-files.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
                       [--output-tensor-type T] [--token-embedding-type T] [--vocab FILE.gguf] [--verbose] [--json]
@@ -202,7 +202,8 @@ export async function runQuantize(argv: string[]): Promise<void> {
   // derived from the type only now that it is known to be one
   // IN's folder as this system reads the path (llama-quantize cuts at its last / or \\ on every system)
   const output = out === undefined ? join(dirname(input), `ggml-model-${(ftypeName(typed) ?? typed).toUpperCase()}.gguf`) : outputPath(out, "OUT");
-  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...given, ...(vocab !== undefined ? { vocab } : {}) });
+  const r = await quantizeModel(input, output, { type, pure: flag(values, "pure"), leaveOutputTensor: flag(values, "leave-output-tensor"), tensorTypes, ...given, ...(vocab !== undefined ? { vocab } : {}) })
+    .catch((e: unknown) => { throw vocab === undefined || vocab === output ? e : namedByFlag(e, "--vocab", vocab); });
   if (flag(values, "json")) {
     process.stdout.write(JSON.stringify({ input, output, type, tensors: r.tensors, types: r.types, fallbacks: r.fallbacks, bytes: r.bytes }, null, 2) + "\n");
     return;
