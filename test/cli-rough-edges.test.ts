@@ -21,8 +21,8 @@ const CLI_ARGS = ["--import", import.meta.resolve("tsx"), resolve(PROJECT_ROOT, 
 /** a run killed after two minutes (status null): a regression that reads or waits without end fails, not hangs */
 const RUN_LIMIT_MS = 120_000;
 
-function tsllm(args: string[], options: { cwd?: string; input?: string } = {}) {
-  const r = spawnSync(process.execPath, [...CLI_ARGS, ...args], { cwd: options.cwd ?? PROJECT_ROOT, encoding: "utf8", input: options.input ?? "", timeout: RUN_LIMIT_MS });
+function tsllm(args: string[], options: { cwd?: string; input?: string; env?: NodeJS.ProcessEnv } = {}) {
+  const r = spawnSync(process.execPath, [...CLI_ARGS, ...args], { cwd: options.cwd ?? PROJECT_ROOT, encoding: "utf8", input: options.input ?? "", timeout: RUN_LIMIT_MS, env: options.env ?? process.env });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -174,4 +174,14 @@ test("convert / quantize --vocab naming a file that is no GGUF (a text, an empty
     assert.equal(r.stderr, `tsllm: error: --vocab: ${vocab}: ${why}\n`);
   }
   assert.deepEqual(readdirSync(sub).sort(), ["empty.gguf", "vocab.txt"]);
+});
+
+test("ls / rm with HF_HUB_CACHE naming a file: one line naming the variable and the remedy, exit 1, not Node's ENOTDIR", () => {
+  const file = join(mkdtempSync(join(dir, "cache-file-")), "hub");
+  writeFileSync(file, "not a folder");
+  const line = `tsllm: error: the cache root ${file} is a file, not a folder (HF_HUB_CACHE (else HF_HOME/hub) names the cache root; set it to a folder, or give --cache DIR)\n`;
+  for (const args of [["ls"], ["rm", "acme/x"]]) {
+    assert.deepEqual(tsllm(args, { env: { ...process.env, HF_HUB_CACHE: file } }), { code: 1, stdout: "", stderr: line }, args.join(" "));
+  }
+  assert.equal(readFileSync(file, "utf8"), "not a folder");
 });

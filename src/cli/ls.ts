@@ -31,7 +31,15 @@ export function cacheRootFromOptions(values: ReturnType<typeof parse>): string {
   if (given !== undefined && !statSync(given, { throwIfNoEntry: false })?.isDirectory()) {
     throw new Error(`--cache ${given}: ${existsSync(given) ? "is a file, not a folder" : "no such folder"} (the cache root: HF_HUB_CACHE's folder, e.g. ~/.cache/huggingface/hub)`);
   }
-  return given ?? defaultCacheDir(source as HubSourceName);
+  if (given !== undefined) return given;
+  // the default may be absent, not a file: HF_HUB_CACHE naming one had ls fail with Node's
+  // "ENOTDIR: not a directory, scandir ..." (rm likewise), naming neither the variable nor a remedy
+  const root = defaultCacheDir(source as HubSourceName);
+  if (existsSync(root) && !statSync(root).isDirectory()) {
+    const named = source === "hf" ? "HF_HUB_CACHE (else HF_HOME/hub)" : "MODELSCOPE_CACHE";
+    throw new Error(`the cache root ${root} is a file, not a folder (${named} names the cache root; set it to a folder, or give --cache DIR)`);
+  }
+  return root;
 }
 
 export const LS_ARGS: OptionSpec = { json: { type: "boolean" }, source: { type: "string" }, cache: { type: "string" } };
