@@ -25,7 +25,8 @@ whose rows are not whole blocks of its type falls back as llama.cpp's does (q2_k
 q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0, iq4_xs -> iq4_nl, then f16). Quantized inputs are dequantized and requantized. OUT is written to
 a temporary file beside it and renamed when complete (an interrupted run leaves no partial file);
 OUT may not be IN. An OUT that is a symlink is written where it leads, one that is a device or a
-FIFO (/dev/null, /dev/stdout) directly.
+FIFO (/dev/null, /dev/stdout) directly. OUT - is refused (llama-quantize would write a file named
+"-"): /dev/stdout writes the GGUF to stdout, ./- a file named "-".
 
 Options:
   --type T              ${QUANTIZE_TYPES.join(", ")}
