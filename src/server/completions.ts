@@ -6,6 +6,7 @@ import type { GenerationRun } from "../llm.js";
 import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
+import { nativeFinal, nativePartial } from "./llama-native.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
@@ -40,13 +41,18 @@ interface Job {
   maxTokensParam: string;
   /** whether the request set its token limit (else the server chose one: what the context and KV cache leave) */
   limitGiven: boolean;
+  /** answered in llama-server's own shape (its POST /completion), not OpenAI's */
+  native: boolean;
 }
+
+/** the reply's shape: OpenAI's, or llama-server's own (POST /completion) */
+export type ReplyShape = "openai" | "llama";
 
 const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 
-/** POST /v1/chat/completions and /v1/completions: validate, queue on the engine, answer (streamed or not). */
-export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse): Promise<void> {
-  const job = await jobOf(ctx, kind, body);
+/** POST /v1/chat/completions, /v1/completions and llama-server's /completion: validate, queue on the engine, answer (streamed or not). */
+export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse, shape: ReplyShape = "openai"): Promise<void> {
+  const job = { ...(await jobOf(ctx, kind, body)), native: shape === "llama" };
   ctx.bodyRead(res);
   // a client that left while its prompt was tokenized (the close listener below comes too late
   // for it) gets nothing queued: it would otherwise run to the end for nobody
@@ -104,19 +110,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const nProbs = nProbsOf(body);
     logprobs = want ? top ?? nProbs ?? 0 : nProbs;
     ctx.admissible(1, options.n ?? 1, "messages");
-    const messages = messagesOf(body);
-    const formatter = ctx.formatter();
-    const source = formatter.template.source;
-    const requested = toolsOf(body);
-    // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
-    const variables = { ...templateVariablesOf(source, requested), ...templateKwargsOf(body, ctx.templateKwargs) };
-    const toolsGiven = requested && withTemplateParallel(body, requested, source, () => formatter.writesParallelCalls(variables));
-    // the tools that may be called; tool_choice "none" still shows them to the template (llama.cpp renders a request's tools whatever
-    // its tool_choice: the model knows of them but its reply is not read for calls)
-    const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
-    // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
-    const ending = promptEndOf(body, messages);
-    const shown = messagesForTemplate(messages, source, tools, ending.continueFinalMessage);
+    const { messages, formatter, source, variables, tools, ending, shown } = chatInputOf(ctx, body);
     // (a continued message the template does not write as given is the request's 400, found here)
     const text = thinkingOf(source, "") || ending.continueFinalMessage ? await rendered(() => formatter.prompt(shown, variables, ending)) : "";
     const continued = ending.continueFinalMessage ? messages.at(-1) : undefined;
@@ -176,9 +170,38 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
+}
+
+/** what a chat request shows its template: the messages (tools' turns written as it reads them), variables, tools and where the prompt ends */
+function chatInputOf(ctx: ServeContext, body: Body) {
+  const messages = messagesOf(body);
+  const formatter = ctx.formatter();
+  const source = formatter.template.source;
+  const requested = toolsOf(body);
+  // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
+  const variables = { ...templateVariablesOf(source, requested), ...templateKwargsOf(body, ctx.templateKwargs) };
+  const toolsGiven = requested && withTemplateParallel(body, requested, source, () => formatter.writesParallelCalls(variables));
+  // the tools that may be called; tool_choice "none" still shows them to the template (llama.cpp renders a request's tools whatever
+  // its tool_choice: the model knows of them but its reply is not read for calls)
+  const tools = toolsGiven && toolsGiven.choice !== "none" ? toolsGiven : undefined;
+  // a template that thinks may leave its prompt inside the reasoning: seen in the prompt's text
+  const ending = promptEndOf(body, messages);
+  const shown = messagesForTemplate(messages, source, tools, ending.continueFinalMessage);
+  return { messages, formatter, source, variables, tools, ending, shown };
+}
+
+/**
+ * llama-server's POST /apply-template: {messages, ...} -> {prompt}, the text the chat route
+ * tokenizes for the same request (its template, tools, variables and generation prompt)
+ */
+export async function applyTemplate(ctx: ServeContext, body: Body, res: ServerResponse): Promise<void> {
+  const { formatter, variables, ending, shown } = chatInputOf(ctx, body);
+  const prompt = await rendered(() => formatter.prompt(shown, variables, ending));
+  ctx.bodyRead(res);
+  await ctx.send(res, { prompt });
 }
 
 /**
@@ -327,6 +350,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   if (res.destroyed) return;
   const cancelled = cancellation(signal);
   if (cancelled && all.some((r) => (r.choices ?? [r]).some((c) => c.finishReason === "abort"))) throw cancelled;
+  if (job.native) return sendNative(ctx, job, all, res);
   const choices = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
@@ -351,6 +375,12 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     return { index, text: echoed + c.completion, logprobs, finish_reason };
   }));
   await ctx.send(res, { ...header(job), choices, usage: usageOf(all), timings: timingsOf(all[0]!) });
+}
+
+/** llama-server's /completion reply: one completion's object, or an array of them (several prompts or choices) */
+function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[], res: ServerResponse): Promise<void> {
+  const replies = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer)));
+  return ctx.send(res, replies.length === 1 ? replies[0]! : replies);
 }
 
 /**
@@ -445,7 +475,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       if (event.finishReason !== "abort" && !(await open())) break;
       const index = run * job.n + event.choice;
       const echoed = job.echo?.[run];
-      if (echoed !== undefined && !echoSent[index] && event.finishReason !== "abort") {
+      if (echoed !== undefined && !job.native && !echoSent[index] && event.finishReason !== "abort") {
         echoSent[index] = true;
         const lp = job.logprobs === undefined ? null : ctx.texts.promptLogprobs(job.prompts[run]!, (await runs[run]!.promptLogprobs()) ?? []);
         if (!(await sse.send(chunk(index, echoed, null, lp)))) break;
@@ -458,6 +488,10 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         // a step without a token releases the text held back until the end
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
+        if (job.native) {
+          if ((text !== "" || token !== undefined) && !(await sse.send(nativePartial(text, token, index, made[index]!, job.prompts[run]!.length)))) break;
+          continue;
+        }
         const placed = choice?.take(shown[index]!) ?? [];
         if (parsers) {
           unsent[index]!.push(...placed.map((p) => ctx.texts.chatEntry(p)));
@@ -478,6 +512,15 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         break;
       }
       const last = ++ended === total;
+      // (llama-server's summaries: each choice's once all have ended, the results known; no [DONE])
+      if (job.native) {
+        if (last) {
+          observed = true;
+          const all = await results(ctx, runs);
+          for (const [i, r] of all.entries()) for (const [j, c] of (r.choices ?? [r]).entries()) await sse.send(nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer));
+        }
+        continue;
+      }
       const parser = parsers?.[index];
       if (parser && !(await sendDeltas(index, parser.end()))) break;
       const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.calls), parser ? takeUnsent(index) : null);

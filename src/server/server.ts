@@ -9,7 +9,7 @@ import type { Model } from "../llm.js";
 import { yieldToEventLoop } from "../platform/host.js";
 import { printable } from "../units/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { handleCompletion } from "./completions.js";
+import { applyTemplate, handleCompletion } from "./completions.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
@@ -245,6 +245,9 @@ export class OpenAIServer {
     // (and without /v1, as llama-server also serves them: a client whose base URL leaves out /v1 still reaches them)
     for (const path of ["/v1/chat/completions", "/chat/completions"]) post(path, async (req, res) => handleCompletion(this.ready(), "chat", await this.json(req), res));
     post("/v1/completions", async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res));
+    // llama-server's own completion routes, answered in its own shape ({content, stop, tokens_predicted, ...}), and its template route
+    for (const path of ["/completion", "/completions"]) post(path, async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res, "llama"));
+    post("/apply-template", async (req, res) => applyTemplate(this.ready(), await this.json(req), res));
     post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res, "openai"));
     // llama-server's own routes ({content} -> [{index, embedding: [vector]}]), and its reranking ones answered, not "no route"
     for (const path of ["/embedding", "/embeddings"]) post(path, async (req, res) => this.embeddings(await this.json(req), res, "llama"));
@@ -253,6 +256,10 @@ export class OpenAIServer {
     get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
     get("/health", (_req, res) => this.health(res));
     get("/props", (_req, res) => this.props(res));
+    // llama-server's POST /props changes nothing even where its --props allows it, and without that flag is this 501
+    post("/props", () => {
+      throw new ApiError(501, "POST /props is not supported: this server's properties cannot be changed while it runs (GET /props reads them); restart tsllm serve with other options to change them", "not_supported_error", null, "not_supported");
+    });
     get("/metrics", (_req, res) => this.renderMetrics(res));
     post("/tokenize", async (req, res) => this.tokenize(await this.json(req), res));
     post("/detokenize", async (req, res) => this.detokenize(await this.json(req), res));

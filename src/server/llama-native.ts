@@ -1,0 +1,63 @@
+import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
+import type { Tokenizer } from "../tokenizer/index.js";
+import { timingsOf } from "./openai.js";
+import { defined } from "./params.js";
+
+/*
+ * llama-server's own reply to POST /completion (and /completions), not OpenAI's: one object per
+ * completion, {content, tokens, stop, tokens_predicted, tokens_evaluated, stop_type, ...} (its
+ * to_json_non_oaicompat), an array of them for several prompts; streamed, one event per token
+ * {content, stop: false} (to_json_non_oaicompat_partial) and a last one with stop true and the
+ * summary, whose content is "" (the text went in the partial events), and no [DONE].
+ */
+
+/** what a native reply says of its request */
+export interface NativeRequest {
+  model: string;
+  options: GenerateOptions;
+  stream: boolean;
+  logprobs: number | undefined;
+}
+
+/** no slot is named: tsllm's engine has sequences, not slots a request could ask for again */
+const NO_SLOT = -1;
+
+/** a streamed token's event */
+export function nativePartial(text: string, token: number | undefined, index: number, predicted: number, evaluated: number): Record<string, unknown> {
+  return { index, content: text, tokens: token === undefined ? [] : [token], stop: false, id_slot: NO_SLOT, tokens_predicted: predicted, tokens_evaluated: evaluated };
+}
+
+/** a completion's summary; streamed, its text and tokens were sent already */
+export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer): Record<string, unknown> {
+  const { type, word } = stopOf(req.options, c, tokenizer);
+  return {
+    index, content: req.stream ? "" : c.completion, tokens: req.stream ? [] : c.completionTokens, id_slot: NO_SLOT, stop: true, model: req.model,
+    tokens_predicted: c.completionTokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
+    prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: false, stop_type: type, stopping_word: word,
+    tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),
+  };
+}
+
+/**
+ * llama-server's stop_type: "eos" (an end-of-generation token), "word" (a stop string, named in
+ * stopping_word), "limit" (n_predict or the context), "none" (cancelled). The stop string is the
+ * one the completion's tokens spell right after the text answered (the tokens run past the cut)
+ */
+function stopOf(options: GenerateOptions, c: Choice, tokenizer: Tokenizer): { type: string; word: string } {
+  if (c.finishReason === "length") return { type: "limit", word: "" };
+  if (c.finishReason === "abort") return { type: "none", word: "" };
+  if (c.endToken) return { type: "eos", word: "" };
+  const after = tokenizer.decode(c.completionTokens, { skipSpecialTokens: true }).slice(c.completion.length);
+  const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : options.stop;
+  return { type: "word", word: stops.find((s) => s !== "" && after.startsWith(s)) ?? "" };
+}
+
+/** the request's sampling as llama-server's generation_settings names it */
+function settingsOf(req: NativeRequest): Record<string, unknown> {
+  const o = req.options;
+  const stop = o.stop === undefined ? [] : typeof o.stop === "string" ? [o.stop] : [...o.stop];
+  return defined({
+    n_predict: o.maxTokens ?? -1, seed: o.seed, temperature: o.temperature, top_k: o.topK, top_p: o.topP, min_p: o.minP,
+    stop, stream: req.stream, n_probs: req.logprobs ?? 0,
+  });
+}
