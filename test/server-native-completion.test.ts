@@ -92,6 +92,21 @@ describe("POST /completion and /completions on stories260K", { skip: skipStories
     assert.deepEqual(r.json.map((x: any) => [x.index, x.content]), oai.json.choices.map((c: any) => [c.index, c.text]));
   });
 
+  test("n_probs: completion_probabilities, each token's id, logprob and alternatives as /v1/completions scores them", async () => {
+    const oai = await post(`${s.url}/v1/completions`, { ...REQUEST, logprobs: 2 });
+    const r = await post(`${s.url}/completion`, { ...REQUEST, n_probs: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const probs = r.json.completion_probabilities as { id: number; token: string; logprob: number; top_logprobs: { id: number; logprob: number }[] }[];
+    assert.ok(Array.isArray(probs), JSON.stringify(r.json));
+    assert.deepEqual(probs.map((p) => p.id), r.json.tokens);
+    assert.deepEqual(probs.map((p) => p.token), oai.json.choices[0].logprobs.tokens);
+    assert.deepEqual(probs.map((p) => p.logprob), oai.json.choices[0].logprobs.token_logprobs);
+    assert.ok(probs.every((p) => p.top_logprobs.length === 2 && p.top_logprobs.every((t) => Number.isInteger(t.id))));
+    // greedy: the token taken is its best alternative
+    assert.ok(probs.every((p) => p.top_logprobs[0]!.id === p.id));
+    assert.equal((await post(`${s.url}/completion`, REQUEST)).json.completion_probabilities, undefined);
+  });
+
   test("POST /props: llama-server's 501 (its properties cannot be changed), naming the route", async () => {
     const r = await post(`${s.url}/props`, { n_ctx: 1 });
     assert.equal(r.status, 501, JSON.stringify(r.json));

@@ -6,7 +6,7 @@ import type { GenerationRun } from "../llm.js";
 import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
-import { nativeFinal, nativePartial } from "./llama-native.js";
+import { nativeFinal, nativePartial, nativeProbability } from "./llama-native.js";
 import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
@@ -379,7 +379,12 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
 
 /** llama-server's /completion reply: one completion's object, or an array of them (several prompts or choices) */
 function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[], res: ServerResponse): Promise<void> {
-  const replies = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer)));
+  const replies = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
+    const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
+    // (n_probs: each token's logprob and its alternatives, as the chat API places them on the text)
+    const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
+    return placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp)) } : reply;
+  }));
   return ctx.send(res, replies.length === 1 ? replies[0]! : replies);
 }
 

@@ -1,6 +1,6 @@
-import type { Choice, GenerateOptions, GenerationResult } from "../generation/index.js";
+import type { Choice, GenerateOptions, GenerationResult, TokenLogprob } from "../generation/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
-import { timingsOf } from "./openai.js";
+import { timingsOf, type ChatLogprobEntry } from "./openai.js";
 import { defined } from "./params.js";
 
 /*
@@ -60,4 +60,12 @@ function settingsOf(req: NativeRequest): Record<string, unknown> {
     n_predict: o.maxTokens ?? -1, seed: o.seed, temperature: o.temperature, top_k: o.topK, top_p: o.topP, min_p: o.minP,
     stop, stream: req.stream, n_probs: req.logprobs ?? 0,
   });
+}
+
+/**
+ * a token's entry of llama-server's completion_probabilities (with n_probs): the chat API's entry
+ * with each token's id beside it, as llama-server's probs_to_json writes it
+ */
+export function nativeProbability(entry: ChatLogprobEntry, lp: TokenLogprob): Record<string, unknown> {
+  return { id: lp.token, ...entry, top_logprobs: entry.top_logprobs.map((t, k) => ({ id: lp.top[k]!.token, ...t })) };
 }
