@@ -114,6 +114,20 @@ describe("POST /completion and /completions on stories260K", { skip: skipStories
     assert.equal((await fetch(`${s.url}/props`)).status, 200);
   });
 
+  test("behind --api-key, as every POST route", async () => {
+    const keyed = await serveStories({}, { apiKey: "k" });
+    try {
+      for (const path of ["/completion", "/completions", "/apply-template"]) {
+        assert.equal((await post(`${keyed.url}${path}`, REQUEST)).status, 401, path);
+      }
+      const ok = await post(`${keyed.url}/completion`, REQUEST, { Authorization: "Bearer k" });
+      assert.equal(ok.status, 200, JSON.stringify(ok.json));
+      assert.equal(typeof ok.json.content, "string");
+    } finally {
+      await keyed.close();
+    }
+  });
+
   test("a bad n_predict is the 400 naming it, as on /v1/completions", async () => {
     const r = await post(`${s.url}/completion`, { ...REQUEST, n_predict: "many" });
     assert.equal(r.status, 400);
