@@ -232,7 +232,7 @@ test("an empty file or model flag (\"$FILE\" unset: --file, --chat-template, --d
   const file = "--file is empty; give a file name", model = (flag: string) => `${flag} is empty; give a .gguf file, a model folder or a Hub reference org/name`;
   for (const [args, expected] of [
     [["generate", "--model", "x.gguf", "--file", ""], file],
-    [["perplexity", "--model", "x.gguf", "--file", ""], "--file is required"],
+    [["perplexity", "--model", "x.gguf", "--file", ""], file],
     [["tokenize", "--model", "x.gguf", "--file", ""], file],
     // the template is read once the model is found
     [["generate", "--model", sharedFile(MODEL)!, "--prompt", "hi", "--chat", "--chat-template", ""], "--chat-template is empty; give a file name"],

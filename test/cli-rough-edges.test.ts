@@ -5,7 +5,7 @@
 // argument not starting with "--" is a file name, opened as given) is the judge for "-".
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, copyFileSync, existsSync, ftruncateSync, lstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { closeSync, copyFileSync, existsSync, ftruncateSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
@@ -184,4 +184,62 @@ test("ls / rm with HF_HUB_CACHE naming a file: one line naming the variable and 
     assert.deepEqual(tsllm(args, { env: { ...process.env, HF_HUB_CACHE: file } }), { code: 1, stdout: "", stderr: line }, args.join(" "));
   }
   assert.equal(readFileSync(file, "utf8"), "not a folder");
+});
+
+test("number flags take only what a user means as a number: an integer flag decimal digits, a float flag a decimal number; hex, exponents, blanks and trailing junk are one line naming the flag, exit 2", () => {
+  // JavaScript's Number() read 0x10 as 16, 1e2 as 100 and "  5 " as 5; llama.cpp's std::stoi reads 0x10 as 0 and 1e2 as 1
+  const run = (flag: string, value: string) => tsllm(["generate", "--model", join(dir, "absent.gguf"), "--prompt", "hi", flag, value]);
+  for (const value of ["0x10", "1e2", "  5 ", "5.", "", "1.5", "+", "12abc"]) {
+    assert.deepEqual(run("--threads", value), { code: 2, stdout: "", stderr: `tsllm: error: --threads expects an integer (decimal digits, optionally signed), got "${value}"\n` }, `--threads "${value}"`);
+  }
+  for (const value of ["0x10", "", " 0.5", "0.5abc", "1e", "Infinity", "0b1"]) {
+    assert.deepEqual(run("--temperature", value), { code: 2, stdout: "", stderr: `tsllm: error: --temperature expects a decimal number (such as 0.5, -2 or 1e-3), got "${value}"\n` }, `--temperature "${value}"`);
+  }
+  assert.deepEqual(run("--temperature", "1e400"), { code: 2, stdout: "", stderr: 'tsllm: error: --temperature expects a finite number, got "1e400"\n' });
+  assert.deepEqual(run("--logit-bias", "5=0x10"), { code: 2, stdout: "", stderr: 'tsllm: error: --logit-bias expects ID=BIAS (a token id and a number, or -inf), got "5=0x10"\n' });
+  // taken: the run goes on to the model, which is absent (exit 1)
+  for (const [flag, value] of [["--threads", "-1"], ["--threads", "+2"], ["--temperature", "5."], ["--temperature", ".5"], ["--temperature", "-1e-1"], ["--logit-bias", "5=-1e-1"]] as const) {
+    const r = run(flag, value);
+    assert.equal(r.code, 1, `${flag} ${value}: ${r.stderr}`);
+    assert.match(r.stderr, /^tsllm: error: model not found: /, `${flag} ${value}`);
+  }
+});
+
+test("rm REPO@R --revision OTHER: two revisions are one line naming both, exit 2, nothing removed; the same one twice is taken", () => {
+  const cache = mkdtempSync(join(dir, "rm-two-"));
+  const repo = join(cache, "models--acme--x");
+  const [main, dev] = ["a".repeat(40), "b".repeat(40)];
+  mkdirSync(join(repo, "blobs"), { recursive: true });
+  for (const [ref, commit] of [["main", main], ["dev", dev]] as const) {
+    mkdirSync(join(repo, "snapshots", commit), { recursive: true });
+    writeFileSync(join(repo, "snapshots", commit, "config.json"), "{}");
+    mkdirSync(join(repo, "refs"), { recursive: true });
+    writeFileSync(join(repo, "refs", ref), commit);
+  }
+  assert.deepEqual(tsllm(["rm", "acme/x@main", "--revision", "dev", "--cache", cache]), { code: 2, stdout: "", stderr: "tsllm: error: rm acme/x@main --revision dev: two revisions (main after @, dev from --revision); give one\n" });
+  assert.deepEqual(readdirSync(join(repo, "snapshots")).sort(), [main, dev]);
+  const same = tsllm(["rm", "acme/x@dev", "--revision", "dev", "--cache", cache]);
+  assert.equal(same.code, 0, same.stderr);
+  assert.deepEqual(readdirSync(join(repo, "snapshots")), [main]);
+});
+
+test("an empty value for a required path flag (convert --out \"\", --outfile \"\", --model \"\", perplexity --file \"\") says the value is empty, not that the flag is missing", () => {
+  const folder = join(dir, "no-model");
+  for (const [args, expected] of [
+    [["convert", "--model", folder, "--out", ""], "--out is empty; give the GGUF file to write"],
+    [["convert", "--model", folder, "--outfile", ""], "--outfile is empty; give the GGUF file to write"],
+    [["convert", "--model", "", "--out", "x.gguf"], "--model is empty; give a Hugging Face model folder or a Hub reference org/name"],
+    [["perplexity", "--model", "x.gguf", "--file", ""], "--file is empty; give a file name"],
+    [["convert", "--model", folder], "--out is required"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
+test("ls --help and rm --help list -h, --help as every command's help does", () => {
+  for (const command of ["ls", "rm"]) {
+    const r = tsllm([command, "--help"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^ {2}-h, --help +show this help$/m, command);
+  }
 });

@@ -185,7 +185,7 @@ test("--threads above the machine's cores is capped with a one-line warning; 0 o
     assert.equal(dflt.code, 0, `${t}: ${dflt.stderr}`);
     assert.doesNotMatch(dflt.stderr, /warning|error/);
   }
-  assert.equal(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--threads", "1.5").stderr, "tsllm: error: --threads expects an integer, got 1.5\n");
+  assert.equal(tsllm("generate", "--model", sharedFile(MODEL)!, "--prompt", "Lily", "--threads", "1.5").stderr, 'tsllm: error: --threads expects an integer (decimal digits, optionally signed), got "1.5"\n');
   // the encoder commands too (they started a worker per asked thread)
   const bert = sharedFile("hf-oracle/bert-ner");
   if (bert === undefined) return;

@@ -620,7 +620,7 @@ test("inspect --threads N plans N compute threads as generate --threads does (ea
   // two threads' plan is loadModel's: it loads with exactly that much free
   (await loadModel(FILE, { threads: 2, contextSize: 512, availableMemory: two.totalBytes, memoryMargin: 0, warmup: false })).dispose();
   const bad = await run(process.execPath, ["--import", "tsx", CLI, "inspect", "--model", FILE, "--threads", "1.5"], { cwd: PROJECT_ROOT }).then(() => "", (e: { stderr: string }) => e.stderr);
-  assert.equal(bad, "tsllm: error: --threads expects an integer, got 1.5\n");
+  assert.equal(bad, 'tsllm: error: --threads expects an integer (decimal digits, optionally signed), got "1.5"\n');
 });
 
 test("an explicit kvCacheBytes (--kv-memory) on wasm is checked with the K/V arrays its pool outgrows while filling (which the pool's own allocations show)", { skip: SKIP, timeout: 120_000 }, async () => {

@@ -199,9 +199,9 @@ test("tsllm pipeline text-generation --max-length / --max-new-tokens past the mo
 
 test("tsllm pipeline --stride, --is-split-into-words, --delimiter: a bad value or combination is one line naming the flag, exit 2", () => {
   for (const [args, message] of [
-    [["--stride", "2.5", "--aggregation-strategy", "simple"], "--stride expects an integer, got 2.5"],
+    [["--stride", "2.5", "--aggregation-strategy", "simple"], '--stride expects an integer (decimal digits, optionally signed), got "2.5"'],
     [["--stride", "-1", "--aggregation-strategy", "simple"], "--stride must be >= 0, got -1"],
-    [["--stride", "many", "--aggregation-strategy", "simple"], '--stride expects a number, got "many"'],
+    [["--stride", "many", "--aggregation-strategy", "simple"], '--stride expects an integer (decimal digits, optionally signed), got "many"'],
     [["--stride", "16", "--aggregation-strategy", "None"], "--stride with --aggregation-strategy none is refused, as transformers refuses it: give simple, first, average or max, or leave --aggregation-strategy out for each token's entry (a token two windows share once)"],
     [["--delimiter", "|"], "--delimiter joins the words of --is-split-into-words; give that too"],
     [["--is-split-into-words", "--delimiter", ""], "--delimiter is empty; give the text joining the words of --is-split-into-words or leave the option out"],

@@ -208,9 +208,14 @@ function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boo
   }
 }
 
-export function requireString(values: ParsedValues, name: string): string {
+/**
+ * A string option that must be given; an empty one ("$OUT" unset) is said to be empty, naming
+ * `meaning`, not called missing: the user did give it
+ */
+export function requireString(values: ParsedValues, name: string, meaning = "a value"): string {
   const v = values[name];
-  if (typeof v !== "string" || v === "") throw new UsageError(`--${name} is required`);
+  if (v === "") throw new UsageError(`--${name} is empty; give ${meaning}`);
+  if (typeof v !== "string") throw new UsageError(`--${name} is required`);
   return v;
 }
 
@@ -262,14 +267,32 @@ export function inputLabel(inputs: readonly string[], i: number): string {
   return `input ${i} (${JSON.stringify(chars.length > 24 ? `${chars.slice(0, 24).join("")}...` : inputs[i])})`;
 }
 
-/** check.above: an exclusive lower bound (a penalty divides by its value: 0 is out, any positive number in) */
+/** a whole number as written in decimal, with an optional sign: 16, -1, +3 */
+const INTEGER_TEXT = /^[+-]?\d+$/;
+/** a decimal number, with an optional fraction and exponent: 0.5, .5, 5., 1e-3, -2 */
+const DECIMAL_TEXT = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/** `text` as a decimal number (1e400 is Infinity), or undefined for anything else (hex, blanks, junk, "") */
+export function decimalNumber(text: string): number | undefined {
+  return DECIMAL_TEXT.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * check.above: an exclusive lower bound (a penalty divides by its value: 0 is out, any positive number in).
+ * Only the text a user means as a number is taken: JavaScript's Number() read "0x10" as 16, "1e2"
+ * as 100, " 5 " as 5 and "" as 0, and llama.cpp's std::stoi reads "0x10" as 0 and "1e2" as 1, so
+ * neither reading is what was typed; an integer option takes decimal digits, any other a decimal number.
+ */
 export function optionalNumber(values: ParsedValues, name: string, check?: { integer?: boolean; min?: number; above?: number; max?: number }): number | undefined {
   const v = values[name];
   if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== "string" || v.trim() === "" || !Number.isFinite(n)) throw new UsageError(`--${name} expects a number, got "${String(v)}"`);
-  // a safe one: 1e20 is an integer to JS, but no count or size, and past 2^53 two values are one
-  if (check?.integer && !Number.isSafeInteger(n)) throw new UsageError(`--${name} expects an integer, got ${v}`);
+  const text = String(v);
+  if (check?.integer && !INTEGER_TEXT.test(text)) throw new UsageError(`--${name} expects an integer (decimal digits, optionally signed), got "${text}"`);
+  const n = decimalNumber(text);
+  if (typeof v !== "string" || n === undefined) throw new UsageError(`--${name} expects a decimal number (such as 0.5, -2 or 1e-3), got "${text}"`);
+  if (!Number.isFinite(n)) throw new UsageError(`--${name} expects a finite number, got "${text}"`);
+  // a safe one: past 2^53 two values are one
+  if (check?.integer && !Number.isSafeInteger(n)) throw new UsageError(`--${name} expects an integer from ${Number.MIN_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}, got ${v}`);
   if (check?.min !== undefined && n < check.min) throw new UsageError(`--${name} must be >= ${check.min}, got ${v}`);
   if (check?.above !== undefined && !(n > check.above)) throw new UsageError(`--${name} must be > ${check.above}, got ${v}`);
   if (check?.max !== undefined && n > check.max) throw new UsageError(`--${name} must be <= ${check.max}, got ${v}`);

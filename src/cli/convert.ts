@@ -56,7 +56,7 @@ export const CONVERT_ARGS: OptionSpec = {
 export async function runConvert(argv: string[]): Promise<void> {
   const values = parse(argv, CONVERT_ARGS);
   if (flag(values, "help")) { process.stdout.write(convertHelp); return; }
-  const model = requireString(values, "model");
+  const model = requireString(values, "model", "a Hugging Face model folder or a Hub reference org/name");
   const type = typeOption(values);
   const out = outFileOption(values, type);
   const vocab = vocabOption(values);
@@ -100,7 +100,7 @@ function typeOption(values: ParsedValues): string {
  */
 function outFileOption(values: ParsedValues, type: string): string {
   if (values.out !== undefined && values.outfile !== undefined) throw new UsageError("--out and --outfile are the same option: give one");
-  if (values.outfile === undefined) return outputPath(requireString(values, "out"), "--out");
-  const templated = requireString(values, "outfile").replace(/\{(ftype|outtype|FTYPE|OUTTYPE|)\}/g, (_, k: string) => (k === k.toUpperCase() && k !== "" ? type.toUpperCase() : type));
+  if (values.outfile === undefined) return outputPath(requireString(values, "out", "the GGUF file to write"), "--out");
+  const templated = requireString(values, "outfile", "the GGUF file to write").replace(/\{(ftype|outtype|FTYPE|OUTTYPE|)\}/g, (_, k: string) => (k === k.toUpperCase() && k !== "" ? type.toUpperCase() : type));
   return outputPath(templated, "--outfile");
 }

@@ -12,7 +12,7 @@ import { memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerm
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
-import { backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
@@ -377,8 +377,9 @@ function parseLogitBias(specs: string[] | undefined): Record<number, number> | u
   const bias: Record<number, number> = {};
   for (const spec of specs) {
     const m = /^(\d+)=(.+)$/.exec(spec.trim());
-    const value = m ? (/^-inf(inity)?$/i.test(m[2]!) ? -Infinity : Number(m[2])) : NaN;
-    if (!m || Number.isNaN(value) || value === Infinity || m[2]!.trim() === "") {
+    // a decimal number: Number() took 0x10 as 16 and " " as 0
+    const value = m ? (/^-inf(inity)?$/i.test(m[2]!) ? -Infinity : decimalNumber(m[2]!)) : undefined;
+    if (!m || value === undefined || !(value < Infinity)) {
       throw new UsageError(`--logit-bias expects ID=BIAS (a token id and a number, or -inf), got "${spec}"`);
     }
     bias[Number(m[1])] = (bias[Number(m[1])] ?? 0) + value;

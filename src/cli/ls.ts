@@ -18,6 +18,7 @@ A damaged repo is listed with what can be read; each damage is named on stderr
 ("warning: REPO: PATH: what is wrong"), as huggingface_hub's cache scan warns.
   --source S      hf (default) or modelscope ($MODELSCOPE_CACHE)
   --cache DIR     another cache root
+  -h, --help      show this help
 `;
 
 /** the cache root the CLI's --source / --cache options name */

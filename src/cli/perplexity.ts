@@ -59,7 +59,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const values = parse(argv, PERPLEXITY_ARGS);
   if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
   const modelPath = requireString(values, "model");
-  const file = requireString(values, "file");
+  const file = requireString(values, "file", "a file name");
   const ctxArg = optionalNumber(values, "ctx", { integer: true, min: 0, max: MAX_CONTEXT }) ?? 512;
   // a window needs BOS and a scored half: 0 (the trained context, read once the model is resolved) or 4 and up
   if (ctxArg !== TRAINED_CONTEXT && ctxArg < 4) throw new UsageError(`--ctx must be >= 4, or 0 for the model's trained context; got ${ctxArg}`);
