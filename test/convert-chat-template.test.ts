@@ -9,6 +9,7 @@ import { GGUFMetadata, readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { readTokenizerEntries } from "../src/testing/index.js";
 import { openTokenizer } from "../src/tokenizer/index.js";
+import { runTsllm } from "./helpers/child.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -47,7 +48,15 @@ async function vocabWithTemplate(): Promise<string> {
   return path;
 }
 
-const templateOf = (gguf: string) => new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata).string("tokenizer.chat_template");
+const metadataOf = (gguf: string) => new GGUFMetadata(gguf, readGGUFHeader(gguf).metadata);
+const templateOf = (gguf: string) => metadataOf(gguf).string("tokenizer.chat_template");
+
+/** the chat template keys of a GGUF as node-llama-cpp's GGUF reader reads them (the judge), key -> value */
+async function templateKeysOf(gguf: string): Promise<Record<string, unknown>> {
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const info = await readGgufFileInfo(gguf, { readTensorInfo: false });
+  return Object.fromEntries(Object.entries(info.metadata.tokenizer as unknown as Record<string, unknown>).filter(([k]) => k.startsWith("chat_template")));
+}
 
 test("convert, with --vocab and without, writes the template the folder's tokenizer chats with: a map's or a list's \"default\", chat_template.jinja", { skip }, async () => {
   const vocab = await vocabWithTemplate();
@@ -62,8 +71,45 @@ test("convert, with --vocab and without, writes the template the folder's tokeni
       const out = join(dir, `${name}-${options.vocab ? "vocab" : "own"}.gguf`);
       await convertHFToGGUF(folder, out, { type: "f32", ...options });
       assert.equal(templateOf(out), want, `${name} ${options.vocab ? "--vocab" : "own tokenizer"}`);
+      // the named one beside it, as gguf-py's add_chat_template writes it
+      const named = name === "jinja" ? {} : { "chat_template.tool_use": "T", chat_templates: ["tool_use"] };
+      assert.deepEqual(await templateKeysOf(out), { chat_template: want, ...named }, `${name} ${options.vocab ? "--vocab" : "own tokenizer"}: node-llama-cpp's reading`);
     }
   }
+});
+
+test("named chat templates with no \"default\": convert writes each as tokenizer.chat_template.<name> and their names as tokenizer.chat_templates, no tokenizer.chat_template, as llama.cpp's converter does, with one warning line; the GGUF loads", { skip }, async () => {
+  const vocab = await vocabWithTemplate();
+  for (const [name, chatTemplate] of [
+    ["list-no-default", [{ name: "tool_use", template: "T{{ messages }}" }, { name: "rag.v2", template: "R" }]],
+    ["map-no-default", { tool_use: "T{{ messages }}", "rag.v2": "R" }],
+  ] as const) {
+    const { folder, config } = folderWith(name, { chatTemplate });
+    let reason = "";
+    assert.throws(() => chatFormatterFor(openTokenizer(folder)), (e: unknown) => e instanceof NoChatTemplateError && (reason = e.reason).startsWith(`${config}: chat_template`));
+    for (const options of [{ vocab }, {}]) {
+      const out = join(dir, `${name}-${options.vocab ? "vocab" : "own"}.gguf`);
+      const warnings: string[] = [];
+      await convertHFToGGUF(folder, out, { type: "f32", ...options, onWarning: (line) => warnings.push(line) });
+      // (a name's characters outside [A-Za-z0-9] become "_", as gguf-py's add_chat_template makes them; --vocab's own template is replaced)
+      assert.deepEqual(await templateKeysOf(out), { "chat_template.tool_use": "T{{ messages }}", "chat_template.rag_v2": "R", chat_templates: ["tool_use", "rag_v2"] }, `${name} ${options.vocab ? "--vocab" : "own"}`);
+      assert.deepEqual(warnings, [`${reason}; no tokenizer.chat_template written, a chat with the GGUF names one of tokenizer.chat_templates`]);
+      // the loader reads the GGUF; a chat without a template says there is none
+      const tokenizer = openTokenizer(out);
+      assert.equal(tokenizer.chatTemplate, undefined);
+      assert.throws(() => chatFormatterFor(tokenizer), NoChatTemplateError);
+    }
+  }
+});
+
+test("convert's warning for named chat templates with no \"default\" goes to stderr by default, one line, and the conversion succeeds", { skip }, async () => {
+  const { folder } = folderWith("no-default-stderr", { chatTemplate: [{ name: "tool_use", template: "T" }] });
+  const out = join(dir, "no-default-stderr.gguf");
+  const r = await runTsllm(["convert", "--model", folder, "--out", out, "--type", "f32"]);
+  assert.equal(r.code, 0, r.stderr);
+  const lines = r.stderr.trim().split("\n");
+  assert.equal(lines.filter((l) => l.includes("no tokenizer.chat_template written")).length, 1, r.stderr);
+  assert.deepEqual(await templateKeysOf(out), { "chat_template.tool_use": "T", chat_templates: ["tool_use"] });
 });
 
 test("a chat_template the loader refuses or cannot chat with: convert refuses it in the loader's words, naming the file and field, with --vocab and without; nothing is written", { skip }, async () => {
@@ -78,7 +124,7 @@ test("a chat_template the loader refuses or cannot chat with: convert refuses it
     assert.ok(!existsSync(out), out);
   }
   // the tokenizer loads, a chat fails: convert would write no template, or --vocab's, for the folder's
-  for (const [name, chatTemplate] of [["no-default", [{ name: "tool_use", template: "T" }]], ["number", 5], ["default-number", { default: 5 }]] as const) {
+  for (const [name, chatTemplate] of [["number", 5], ["default-number", { default: 5 }]] as const) {
     const { folder, config } = folderWith(name, { chatTemplate });
     let reason = "";
     assert.throws(() => chatFormatterFor(openTokenizer(folder)), (e: unknown) => e instanceof NoChatTemplateError && (reason = e.reason).startsWith(`${config}: chat_template`));
@@ -88,6 +134,14 @@ test("a chat_template the loader refuses or cannot chat with: convert refuses it
       assert.ok(!existsSync(out), out);
     }
   }
+});
+
+test("a map of named chat templates with one that is no string: convert refuses it, naming the field and entry; the loader still chats with the \"default\" one, as transformers does", { skip }, async () => {
+  const { folder, config } = folderWith("named-number", { chatTemplate: { default: "D", tool_use: 5 } });
+  assert.equal(openTokenizer(folder).chatTemplate?.source, "D");
+  const out = join(dir, "named-number.gguf");
+  await assert.rejects(convertHFToGGUF(folder, out, { type: "f32" }), (e: Error) => e.message === `${config}: chat_template["tool_use"]: expected a template string, found 5; convert writes the template a chat uses as tokenizer.chat_template`);
+  assert.ok(!existsSync(out), out);
 });
 
 test("convert --vocab of a folder with no chat template keeps the vocabulary GGUF's", { skip }, async () => {

@@ -86,7 +86,9 @@ async function load(req: Extract<Request, { op: "load" }>, signal: AbortSignal):
   const m = model;
   const wasm = backendName === "wasm" ? (m.backend as WasmBackend) : undefined;
   const note = wasm ? wasmThreading(req.options?.threads).note : undefined;
-  const hasChatTemplate = m.metadata.has("tokenizer.chat_template");
+  // the tokenizer's reading of the template, as Model.chat's; a field that gives none (of the wrong
+  // type) counts, so the worker's chat says why rather than the page saying there is none
+  const hasChatTemplate = m.tokenizer.chatTemplate !== undefined || m.tokenizer.chatTemplateProblem !== undefined;
   let endOfTurnIds: number[] | undefined;
   try {
     // (a template that does not parse is the chat's own refusal, at its call in the worker)

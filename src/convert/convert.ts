@@ -7,7 +7,7 @@ import { hfEncoderMetadata, hfModelMetadata } from "./hf-metadata.js";
 import { encoderLayout } from "./hf-encoder-tensors.js";
 import { HFTensorSource } from "./hf-tensors.js";
 import { folderChatTemplate } from "../tokenizer/hf/folder.js";
-import { chatTemplateEntries, folderTokenizerEntries, folderVocabularySize, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
+import { chatTemplateEntries, folderTokenizerEntries, isChatTemplateKey, folderVocabularySize, toStderr, wordPieceTokenizerEntries } from "./tokenizer-keys.js";
 import { FLOAT32_TABLES, type TypeFallback } from "./quant-mixture.js";
 
 /**
@@ -42,6 +42,8 @@ export interface ConvertOptions {
    * folder's own tokenizer files are converted (byte-level BPE, SentencePiece-style BPE)
    */
   readonly vocab?: string;
+  /** where a warning goes, one line each (default: stderr): a list of named chat templates with no "default" */
+  readonly onWarning?: (line: string) => void;
   /** general.name of the output (default: the folder's name) */
   readonly name?: string;
   /**
@@ -113,11 +115,12 @@ function vocabEntries(path: string, folder: string, rows: number): [string, GGUF
 }
 
 function tokenizerEntries(folder: string, rows: number, options: ConvertOptions): [string, GGUFWriteEntry][] {
-  if (options.vocab === undefined) return folderTokenizerEntries(folder, rows);
-  // the folder's own chat template, read as its tokenizer reads it, over the vocabulary GGUF's
-  const template = chatTemplateEntries(folderChatTemplate(folder));
+  const warn = options.onWarning ?? toStderr;
+  if (options.vocab === undefined) return folderTokenizerEntries(folder, rows, warn);
+  // the folder's own chat templates, read as its tokenizer reads them, over the vocabulary GGUF's
+  const templates = chatTemplateEntries(folderChatTemplate(folder), warn);
   const entries = vocabEntries(options.vocab, folder, rows);
-  return template.length === 0 ? entries : [...entries.filter(([k]) => k !== "tokenizer.chat_template"), ...template];
+  return templates.length === 0 ? entries : [...entries.filter(([k]) => !isChatTemplateKey(k)), ...templates];
 }
 
 /** Converts the Hugging Face model in `folder` to the GGUF file `out`. */

@@ -1,9 +1,10 @@
 import { join } from "node:path";
 import { ggufEntry, type GGUFWriteEntry } from "../formats/index.js";
-import { tokenizerFilesIn, tokenizerFromFolder } from "../tokenizer/hf/folder.js";
+import { folderChatTemplate, tokenizerFilesIn, tokenizerFromFolder } from "../tokenizer/hf/folder.js";
 import { isObject, readJsonObject, readTokenizerFile, type JsonObject } from "../tokenizer/hf/json-files.js";
 import { gpt2TokenizerJson } from "../tokenizer/hf/legacy.js";
-import { TokenType, type ChatTemplateReading } from "../tokenizer/index.js";
+import type { ChatTemplateField } from "../tokenizer/hf/chat-template.js";
+import { TokenType } from "../tokenizer/index.js";
 
 /**
  * A Hugging Face folder's own tokenizer files as GGUF `tokenizer.ggml.*` keys, following what
@@ -123,11 +124,11 @@ function spmLayout(where: string, tj: JsonObject): boolean {
 }
 
 /**
- * The `tokenizer.ggml.*` keys (and `tokenizer.chat_template`) for the tokenizer files in
+ * The `tokenizer.ggml.*` keys (and the chat template keys, chatTemplateEntries) for the tokenizer files in
  * `folder`, with the token list padded to `rows` (the model's embedding rows) as llama.cpp's
  * converter pads a short vocabulary.
  */
-export function folderTokenizerEntries(folder: string, rows: number): [string, GGUFWriteEntry][] {
+export function folderTokenizerEntries(folder: string, rows: number, warn: (line: string) => void = toStderr): [string, GGUFWriteEntry][] {
   const { where, tj } = folderTokenizerJson(folder);
   const model = tj.model;
   if (!isObject(model)) throw new Error(`${where}: "model": required section is missing; ${SUGGEST}`);
@@ -210,19 +211,46 @@ export function folderTokenizerEntries(folder: string, rows: number): [string, G
   ];
   for (const [key, id] of ids) if (id !== undefined) out.push([`tokenizer.ggml.${key}`, ggufEntry.u32(id)]);
   out.push(["tokenizer.ggml.add_bos_token", ggufEntry.bool(hf.addBos)], ["tokenizer.ggml.add_eos_token", ggufEntry.bool(hf.addEos)]);
-  out.push(...chatTemplateEntries(hf));
+  out.push(...chatTemplateEntries(folderChatTemplate(folder), warn));
   return out;
 }
 
 /**
- * `tokenizer.chat_template` from a folder's chat template as its tokenizer reads it (the loader's
- * reading, chatTemplateOf): the template a chat with the folder uses. A field that gives none
- * (no "default" among named ones, a number) is refused in the loader's words, as a chat with the
- * folder fails, rather than converted to a GGUF that silently has no template or another one.
+ * The chat template keys as llama.cpp's converter writes them (gguf-py's add_chat_template): the
+ * template a chat uses when none is named as `tokenizer.chat_template` (the loader's reading,
+ * chatTemplateOf), each other named one of a list or map as `tokenizer.chat_template.<name>` (the
+ * name's characters outside [A-Za-z0-9] made "_") and their names as `tokenizer.chat_templates`.
+ * Named ones with no "default" are converted without tokenizer.chat_template, saying so through
+ * `warn`; a field of the wrong type is refused in the loader's words, as a chat with the folder fails.
  */
-export function chatTemplateEntries(reading: ChatTemplateReading): [string, GGUFWriteEntry][] {
-  if (reading.chatTemplateProblem !== undefined) throw new Error(`${reading.chatTemplateProblem}; convert writes the template a chat uses as tokenizer.chat_template`);
-  return reading.chatTemplate ? [["tokenizer.chat_template", ggufEntry.string(reading.chatTemplate.source)]] : [];
+export function chatTemplateEntries(field: ChatTemplateField, warn: (line: string) => void): [string, GGUFWriteEntry][] {
+  const refuse = (problem: string) => new Error(`${problem}; convert writes the template a chat uses as tokenizer.chat_template`);
+  if (field.malformed !== undefined) throw refuse(field.malformed);
+  if (field.chatTemplateProblem !== undefined) {
+    if (!field.noDefault) throw refuse(field.chatTemplateProblem);
+    warn(`${field.chatTemplateProblem}; no tokenizer.chat_template written, a chat with the GGUF names one of tokenizer.chat_templates`);
+  }
+  const out: [string, GGUFWriteEntry][] = [];
+  const names: string[] = [];
+  for (const [given, template] of field.named) {
+    const name = given.replace(/[^A-Za-z0-9]/g, "_");
+    if (name === "") continue;
+    if (!names.includes(name)) names.push(name);
+    out.push([`tokenizer.chat_template.${name}`, ggufEntry.string(template)]);
+  }
+  if (names.length > 0) out.push(["tokenizer.chat_templates", ggufEntry.strings(names)]);
+  if (field.chatTemplate) out.push(["tokenizer.chat_template", ggufEntry.string(field.chatTemplate.source)]);
+  return out;
+}
+
+/** convert's warnings where the caller takes none: one line each on stderr */
+export function toStderr(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** the keys chatTemplateEntries writes, which replace a --vocab GGUF's own */
+export function isChatTemplateKey(key: string): boolean {
+  return key === "tokenizer.chat_template" || key === "tokenizer.chat_templates" || key.startsWith("tokenizer.chat_template.");
 }
 
 /**

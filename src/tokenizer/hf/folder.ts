@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { ChatTemplateReading } from "../types.js";
-import { chatTemplateOf } from "./chat-template.js";
+import { chatTemplateField, chatTemplateOf, type ChatTemplateField } from "./chat-template.js";
 import { HFTokenizer } from "./hf-tokenizer.js";
 import { readJsonObject, readTokenizerFile, tokenText, type JsonObject } from "./json-files.js";
 import { BERT_CONFIG, bertTokenizerJson, GPT2_CONFIG, gpt2TokenizerJson } from "./legacy.js";
@@ -25,14 +25,21 @@ function readConfig(dir: string): JsonObject {
  * (chatTemplateOf), else chat_template.jinja beside it (newer repos), named by the file it is in.
  */
 function chatTemplateIn(dir: string, config: JsonObject): ChatTemplateReading {
-  const jinjaPath = join(dir, "chat_template.jinja");
-  if (config.chat_template === undefined && existsSync(jinjaPath)) return { chatTemplate: { source: readTokenizerFile(jinjaPath), where: `${jinjaPath}: chat template` } };
-  return chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
+  return jinjaTemplate(dir, config) ?? chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
 }
 
-/** The chat template of a folder as its tokenizer reads it, for a folder whose tokenizer is not loaded (convert --vocab). */
-export function folderChatTemplate(dir: string): ChatTemplateReading {
-  return chatTemplateIn(dir, readConfig(dir));
+/** chat_template.jinja, read when tokenizer_config.json has no chat_template */
+function jinjaTemplate(dir: string, config: JsonObject): ChatTemplateReading | undefined {
+  const jinjaPath = join(dir, "chat_template.jinja");
+  if (config.chat_template !== undefined || !existsSync(jinjaPath)) return undefined;
+  return { chatTemplate: { source: readTokenizerFile(jinjaPath), where: `${jinjaPath}: chat template` } };
+}
+
+/** The chat template of a folder as its tokenizer reads it, with the named ones of a list or map, for `convert`. */
+export function folderChatTemplate(dir: string): ChatTemplateField {
+  const config = readConfig(dir);
+  const jinja = jinjaTemplate(dir, config);
+  return jinja ? { ...jinja, named: new Map(), noDefault: false } : chatTemplateField(config.chat_template, join(dir, "tokenizer_config.json"));
 }
 
 /** generation_config.json's eos_token_id (a number or a list), which also ends generation. */
