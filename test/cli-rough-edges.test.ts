@@ -205,7 +205,7 @@ test("number flags take only what a user means as a number: an integer flag deci
   }
 });
 
-test("rm REPO@R --revision OTHER: two revisions are one line naming both, exit 2, nothing removed; the same one twice is taken", () => {
+test("rm / download REPO@R --revision OTHER: two revisions are one line naming both, exit 2, nothing removed; the same one twice is taken", () => {
   const cache = mkdtempSync(join(dir, "rm-two-"));
   const repo = join(cache, "models--acme--x");
   const [main, dev] = ["a".repeat(40), "b".repeat(40)];
@@ -218,6 +218,8 @@ test("rm REPO@R --revision OTHER: two revisions are one line naming both, exit 2
   }
   assert.deepEqual(tsllm(["rm", "acme/x@main", "--revision", "dev", "--cache", cache]), { code: 2, stdout: "", stderr: "tsllm: error: rm acme/x@main --revision dev: two revisions (main after @, dev from --revision); give one\n" });
   assert.deepEqual(readdirSync(join(repo, "snapshots")).sort(), [main, dev]);
+  // download likewise, before any request (offline: without the check it was "not in the cache", exit 1)
+  assert.deepEqual(tsllm(["download", "acme/y@main", "--revision", "dev", "--offline", "--cache", cache]), { code: 2, stdout: "", stderr: "tsllm: error: download acme/y@main --revision dev: two revisions (main after @, dev from --revision); give one\n" });
   const same = tsllm(["rm", "acme/x@dev", "--revision", "dev", "--cache", cache]);
   assert.equal(same.code, 0, same.stderr);
   assert.deepEqual(readdirSync(join(repo, "snapshots")), [main]);
@@ -236,8 +238,8 @@ test("an empty value for a required path flag (convert --out \"\", --outfile \"\
   }
 });
 
-test("ls --help and rm --help list -h, --help as every command's help does", () => {
-  for (const command of ["ls", "rm"]) {
+test("ls --help, rm --help and download --help list -h, --help as every command's help does", () => {
+  for (const command of ["ls", "rm", "download"]) {
     const r = tsllm([command, "--help"]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^ {2}-h, --help +show this help$/m, command);

@@ -2,6 +2,7 @@ import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
 import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError, type ParsedValues } from "./args.js";
 import { EXIT_INTERRUPTED } from "./generate.js";
+import { revisionOption } from "./rm.js";
 
 /** the status of a download SIGTERM ended: 128 + 15, as the signal's own */
 const EXIT_TERMINATED = 143;
@@ -16,7 +17,7 @@ REF is org/name, org/name@revision, org/name:QUANT (one GGUF, e.g. :Q4_K_M, spli
 included) or modelscope:org/name. Without --include only what a model needs is fetched: the
 GGUF, or config + tokenizer files + one weight format.
 
-  --revision R     branch, tag or commit (default main; master on ModelScope)
+  --revision R     branch, tag or commit (default main; master on ModelScope); with REF@R, the same one
   --include GLOB   fetch the files matching GLOB instead (repeatable); read as huggingface_hub
                    reads --include: * also crosses /, a trailing / means a folder's files, and a
                    backslash is a / (sub\\*.json, as Windows writes it, is sub/*.json)
@@ -28,6 +29,7 @@ GGUF, or config + tokenizer files + one weight format.
   --offline        use the cache only (also HF_HUB_OFFLINE=1)
   --quiet          no progress on stderr
   --json           print {source, repo, revision, commit, snapshot, path, files, fromCache}
+  -h, --help       show this help
 
 Environment, read as huggingface_hub reads it: HF_HUB_CACHE / HF_HOME, HF_ENDPOINT, HF_TOKEN,
 HF_HUB_OFFLINE=1, and HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT: seconds a file / metadata
@@ -86,7 +88,7 @@ function download(reference: string, values: ParsedValues, source: HubSourceName
   return downloadModel(reference, {
     source,
     // "$REV" or "$HF_TOKEN" unset: one line naming the flag, not "a/b: empty revision" from the hub client
-    revision: optionalNonEmpty(values, "revision", "a branch, tag or commit"),
+    revision: revisionOption(values, reference, "download", "a branch, tag or commit"),
     include: strings(values, "include"),
     exclude: strings(values, "exclude"),
     token: optionalNonEmpty(values, "token", "a Hugging Face access token"),

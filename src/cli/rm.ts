@@ -24,7 +24,7 @@ export async function runRm(argv: string[]): Promise<void> {
   if (flag(values, "help")) { process.stdout.write(rmHelp); return; }
   if (positionals.length !== 1) throw new UsageError(`rm expects one repo (org/name), got ${positionals.length}`);
   const root = cacheRootFromOptions(values);
-  const r = await removeCachedRepo(root, positionals[0]!, revisionOption(values, positionals[0]!), {
+  const r = await removeCachedRepo(root, positionals[0]!, revisionOption(values, positionals[0]!, "rm", "the revision (branch, tag or commit) to remove"), {
     // a wait on another rm (or a download starting) is said on stderr, not a silent hang
     onWait: (holder, lock, repo) => process.stderr.write(`${waitingLine(holder, lock, repo)}\n`),
   });
@@ -42,14 +42,14 @@ function revisionInReference(reference: string): string | undefined {
 }
 
 /**
- * --revision, refused when REPO@R names another revision: the flag silently won, so
- * `rm a/b@main --revision dev` removed dev where the reference said main
+ * --revision, refused when REF@R names another revision: the flag silently won, so
+ * `rm a/b@main --revision dev` removed dev where the reference said main (download fetched it)
  */
-function revisionOption(values: ParsedValues, reference: string): string | undefined {
-  const revision = optionalNonEmpty(values, "revision", "the revision (branch, tag or commit) to remove");
+export function revisionOption(values: ParsedValues, reference: string, command: string, meaning: string): string | undefined {
+  const revision = optionalNonEmpty(values, "revision", meaning);
   const inReference = revisionInReference(reference);
   if (revision !== undefined && inReference !== undefined && inReference !== revision) {
-    throw new UsageError(`rm ${reference} --revision ${revision}: two revisions (${inReference} after @, ${revision} from --revision); give one`);
+    throw new UsageError(`${command} ${reference} --revision ${revision}: two revisions (${inReference} after @, ${revision} from --revision); give one`);
   }
   // the same one twice is the reference's (messages would name it twice: REPO@R@R)
   return inReference === undefined ? revision : undefined;
