@@ -225,13 +225,15 @@ test("rm / download REPO@R --revision OTHER: two revisions are one line naming b
   assert.deepEqual(readdirSync(join(repo, "snapshots")), [main]);
 });
 
-test("an empty value for a required path flag (convert --out \"\", --outfile \"\", --model \"\", perplexity --file \"\") says the value is empty, not that the flag is missing", () => {
+test("an empty value for a required path flag (convert --out \"\", --outfile \"\", --model \"\" of any command, perplexity --file \"\") says the value is empty, not that the flag is missing", () => {
   const folder = join(dir, "no-model");
   for (const [args, expected] of [
     [["convert", "--model", folder, "--out", ""], "--out is empty; give the GGUF file to write"],
     [["convert", "--model", folder, "--outfile", ""], "--outfile is empty; give the GGUF file to write"],
     [["convert", "--model", "", "--out", "x.gguf"], "--model is empty; give a Hugging Face model folder or a Hub reference org/name"],
     [["perplexity", "--model", "x.gguf", "--file", ""], "--file is empty; give a file name"],
+    [["generate", "--model", "", "--prompt", "hi"], "--model is empty; give a .gguf file, a model folder or a Hub reference org/name"],
+    [["serve", "--model", ""], "--model is empty; give a .gguf file, a model folder or a Hub reference org/name"],
     [["convert", "--model", folder], "--out is required"],
   ] as const) {
     assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));

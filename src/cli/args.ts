@@ -208,6 +208,9 @@ function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boo
   }
 }
 
+/** what a model option (--model, --draft-model, --base) names, for the line that says it is empty */
+export const MODEL_MEANING = "a .gguf file, a model folder or a Hub reference org/name";
+
 /**
  * A string option that must be given; an empty one ("$OUT" unset) is said to be empty, naming
  * `meaning`, not called missing: the user did give it

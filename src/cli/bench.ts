@@ -1,6 +1,6 @@
 import { availableParallelism } from "node:os";
 import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type BenchOptions, type BenchReport, type LlamaCppGpu } from "../bench/index.js";
-import { backendOption, flag, optionalCountList, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, backendOption, flag, optionalCountList, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 
@@ -61,7 +61,7 @@ const MAX_TIMEOUT_S = Math.floor((2 ** 31 - 1) / 1000);
 export async function runBench(argv: string[]): Promise<void> {
   const values = parse(argv, BENCH_ARGS);
   if (flag(values, "help")) { process.stdout.write(benchHelp); return; }
-  const modelPath = requireString(values, "model");
+  const modelPath = requireString(values, "model", MODEL_MEANING);
   const backend = backendOption(values);
   const json = flag(values, "json");
   const prompts = optionalCountList(values, "prompt-tokens", { min: 1 }) ?? [128];

@@ -3,7 +3,7 @@ import { withSystem, type ChatMessage } from "../chat/index.js";
 import { formatTimings } from "../generation/index.js";
 import { DEFAULT_MAX_TOKENS, loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
-import { flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
 import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, MAX_CONTEXT, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
@@ -100,7 +100,7 @@ class Input {
 export async function runChat(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, CHAT_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(chatHelp); return; }
-  const modelPath = requireString(values, "model");
+  const modelPath = requireString(values, "model", MODEL_MEANING);
   const options = generateOptionsFrom(values);
   const system = optionalString(values, "system");
   const chatTemplate = chatTemplateFrom(values);

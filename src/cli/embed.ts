@@ -1,7 +1,7 @@
 import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
 import { OptionError } from "../units/index.js";
-import { backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { fileText, readTextInput } from "./input-files.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--embd-separator SEP] [--no-escape]
@@ -80,7 +80,7 @@ export async function runEmbed(argv: string[]): Promise<void> {
   const inputs = file === undefined
     ? (separator === undefined ? given! : given!.flatMap((t) => t.split(separator)))
     : escapedFile(fileText(await readTextInput(file, "--file"))).split(separator ?? /\r?\n/);
-  const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model"), { threads, backend: backendOption(values), onWarning: printWarning });
+  const m = await openEmbeddingModel(values.model === undefined ? undefined : requireString(values, "model", MODEL_MEANING), { threads, backend: backendOption(values), onWarning: printWarning });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so

@@ -12,7 +12,7 @@ import { memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerm
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes } from "../units/index.js";
 import { randomSeed } from "../sampling/index.js";
-import { backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
@@ -202,7 +202,7 @@ export const EXIT_INTERRUPTED = 130;
 export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, GENERATE_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
-  const modelPath = requireString(values, "model");
+  const modelPath = requireString(values, "model", MODEL_MEANING);
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
   const draftPath = optionalString(values, "draft-model");
   const draftQuantize = draftQuantizeFrom(values);

@@ -3,7 +3,7 @@ import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
 import { resolveModelReference } from "../hub/index.js";
 import { printable } from "../units/index.js";
-import { optionalNonEmpty, UsageError, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, optionalNonEmpty, UsageError, type ParsedValues } from "./args.js";
 
 // ignoreBOM keeps a leading BOM in the text, as Buffer's utf8 reading did: perplexity scores it
 // as llama.cpp does; generate's --file drops it itself, as llama.cpp's -f
@@ -254,7 +254,7 @@ export function vocabOption(values: ParsedValues): string | undefined {
  * one was "model not found: ..." after the first model had loaded, naming no flag.
  */
 export function modelNamedBy(flag: string, ref: string): Promise<string> {
-  if (ref === "") return Promise.reject(new UsageError(`${flag} is empty; give a .gguf file, a model folder or a Hub reference org/name`));
+  if (ref === "") return Promise.reject(new UsageError(`${flag} is empty; give ${MODEL_MEANING}`));
   return resolveModelReference(ref).catch((e: unknown) => {
     throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
   });

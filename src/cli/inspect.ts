@@ -12,7 +12,7 @@ import { tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { formatBytes, printable } from "../units/index.js";
 import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, kvPoolBytes, memoryMarginBytes, outgrownKvBlocks, planMemory, type PlanRequest } from "../engine/index.js";
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
-import { flag, memoryMarginOption, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, flag, memoryMarginOption, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, inFlagWords, TRAINED_CONTEXT } from "./generate.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--memory-margin SIZE] [--threads N] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
@@ -97,7 +97,7 @@ export const INSPECT_ARGS: OptionSpec = { model: { type: "string" }, "ctx-size":
 export async function runInspect(argv: string[]): Promise<void> {
   const values = parse(argv, INSPECT_ARGS);
   if (flag(values, "help")) { process.stdout.write(inspectHelp); return; }
-  const model = requireString(values, "model");
+  const model = requireString(values, "model", MODEL_MEANING);
   const ctxArg = ctxSizeFrom(values);
   const quantize = optionalString(values, "quantize");
   if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);

@@ -2,7 +2,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { modelNamedBy, readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 
@@ -58,7 +58,7 @@ export const PERPLEXITY_ARGS: OptionSpec = {
 export async function runPerplexity(argv: string[]): Promise<void> {
   const values = parse(argv, PERPLEXITY_ARGS);
   if (flag(values, "help")) { process.stdout.write(perplexityHelp); return; }
-  const modelPath = requireString(values, "model");
+  const modelPath = requireString(values, "model", MODEL_MEANING);
   const file = requireString(values, "file", "a file name");
   const ctxArg = optionalNumber(values, "ctx", { integer: true, min: 0, max: MAX_CONTEXT }) ?? 512;
   // a window needs BOS and a scored half: 0 (the trained context, read once the model is resolved) or 4 and up

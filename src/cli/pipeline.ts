@@ -4,7 +4,7 @@ import {
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
 import { seedFrom } from "./generate.js";
-import { backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
@@ -154,7 +154,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);
-  const model = values.model === undefined ? undefined : requireString(values, "model");
+  const model = values.model === undefined ? undefined : requireString(values, "model", MODEL_MEANING);
 
   // the input being run, while one is: what the library says during its call (a warning, an error) names it
   let running: number | undefined;

@@ -4,7 +4,7 @@ import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
-import { optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
@@ -118,7 +118,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // ends a one-shot command (src/cli/main.ts), which would cut off the requests being drained
   process.stderr.removeAllListeners("error");
   process.stderr.on("error", () => {});
-  const modelRef = requireString(values, "model");
+  const modelRef = requireString(values, "model", MODEL_MEANING);
   const kvMemory = optionalString(values, "kv-memory");
   const kvCacheBytes = kvMemory === undefined ? undefined : parseBytes(kvMemory, "kv-memory");
   const graceMs = optionalNumber(values, "grace-ms", { integer: true, min: 0 }) ?? 30_000;

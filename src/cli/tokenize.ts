@@ -1,5 +1,5 @@
 import { loadTokenizer } from "../llm.js";
-import { escapesOption, ESCAPE_ARGS, flag, optionalString, parse, processEscapes, requireString, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, escapesOption, ESCAPE_ARGS, flag, optionalString, parse, processEscapes, requireString, UsageError, type OptionSpec } from "./args.js";
 import { readTextInput } from "./input-files.js";
 
 export const tokenizeHelp = `Usage: tsllm tokenize --model MODEL (--text TEXT | --file FILE | --stdin) [--add-special | --no-bos]
@@ -34,7 +34,7 @@ export const TOKENIZE_ARGS: OptionSpec = { model: { type: "string" }, text: { ty
 export async function runTokenize(argv: string[]): Promise<void> {
   const values = parse(argv, TOKENIZE_ARGS);
   if (flag(values, "help")) { process.stdout.write(tokenizeHelp); return; }
-  const path = requireString(values, "model");
+  const path = requireString(values, "model", MODEL_MEANING);
   const given = optionalString(values, "text");
   const sources = [given !== undefined && "--text", values.file !== undefined && "--file", flag(values, "stdin") && "--stdin"].filter((x) => x !== false);
   if (sources.length > 1) throw new UsageError(`${sources.slice(0, -1).join(", ")} and ${sources.at(-1)} ${sources.length === 2 ? "both" : "all"} give the text; give one`);
