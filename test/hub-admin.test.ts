@@ -234,16 +234,27 @@ test("tsllm rm on a cache it may not write is one line naming the cache and the 
   if (!asRoot) for (const f of repoFolders) chmodSync(f, 0o555);
   const literal = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   try {
-    const r = await new Promise<{ code: number | null; stderr: string }>((done) => {
-      const child = spawn(process.execPath, ["--import", "tsx", join(PROJECT_ROOT, "src/cli/main.ts"), "rm", "acme/kept"], {
+    const asNobody = (args: readonly string[]) => new Promise<{ code: number | null; stderr: string }>((done) => {
+      const child = spawn(process.execPath, ["--import", "tsx", ...args], {
         cwd: PROJECT_ROOT, env: { ...process.env, HF_HUB_CACHE: cache, HOME: tmpdir() }, ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
       });
       let stderr = "";
       child.stderr.on("data", (d) => (stderr += d));
       child.on("close", (code) => done({ code, stderr }));
     });
-    assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, new RegExp(`^tsllm: error: cannot remove acme/kept from the cache ${literal(cache)}: permission denied \\(EACCES\\) at ${literal(repoDir)}.*; run as the cache's owner or make it writable \\(tsllm ls shows what is left\\)\\n$`));
+    // the revision given after @ and by --revision too is named once (it read acme/kept@main@main)
+    const said = (what: string) => new RegExp(`cannot remove ${literal(what)} from the cache ${literal(cache)}: permission denied \\(EACCES\\) at ${literal(repoDir)}.*; run as the cache's owner or make it writable \\(tsllm ls shows what is left\\)\\n$`);
+    for (const [args, what] of [[["acme/kept"], "acme/kept"], [["acme/kept@main", "--revision", "main"], "acme/kept@main"], [["acme/kept", "--revision", "main"], "acme/kept@main"]] as const) {
+      const r = await asNobody([join(PROJECT_ROOT, "src/cli/main.ts"), "rm", ...args]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, new RegExp(`^tsllm: error: ${said(what).source}`));
+    }
+    // the library given the revision after @ and as its argument too names it once (it read acme/kept@main@main)
+    const call = `import { removeCachedRepo } from ${JSON.stringify(pathToFileURL(join(PROJECT_ROOT, "src/hub/index.ts")).href)};
+await removeCachedRepo(${JSON.stringify(cache)}, "acme/kept@main", "main").catch((e) => { process.stderr.write(e.message + "\\n"); process.exit(1); });`;
+    const lib = await asNobody(["--input-type=module", "-e", call]);
+    assert.equal(lib.code, 1, lib.stderr);
+    assert.match(lib.stderr, new RegExp(`^${said("acme/kept@main").source}`));
   } finally {
     for (const f of repoFolders) chmodSync(f, 0o755);
     chmodSync(dir, 0o700);
@@ -629,14 +640,14 @@ test("a download waiting on a file's lock that another live process holds says o
   assert.deepEqual(readFileSync(join(cache, "models--acme--waits", "snapshots", C1, gguf.path)), gguf.content);
 });
 
-test("locks that dead downloads left (a file's, a snapshot's, a takeover claim) are cleared by the next download into the repo and by rm of a revision; a live holder's lock stays", async () => {
+test("locks that dead downloads left (a file's, a snapshot's, a takeover claim, one on the gate) are cleared by the next download into the repo and by rm of a revision; a live holder's lock stays", async () => {
   const cache = join(dir, "dead-locks");
   hub.add({ repo: "acme/stale", commit: C1, refs: ["old"], files: [readme1] });
   await downloadModel("acme/stale@old", opts(cache));
   const locks = join(cache, ".locks", "models--acme--stale");
   // written as a download killed with SIGKILL leaves them: its pid is gone on this host
   const dead = `${spawnSync(process.execPath, ["-e", ""]).pid} ${hostname()} 0123456789abcdef\n`;
-  const deadNames = [`${"e".repeat(64)}.tsllm.lock`, `snapshot-${C3}-0123456789ab.tsllm.lock`, `${"d".repeat(64)}.tsllm.lock.takeover-0123456789abcdef`];
+  const deadNames = [`${"e".repeat(64)}.tsllm.lock`, `snapshot-${C3}-0123456789ab.tsllm.lock`, `${"d".repeat(64)}.tsllm.lock.takeover-0123456789abcdef`, "snapshots.tsllm.gate.takeover-0123456789abcdef"];
   const liveName = `${"f".repeat(64)}.tsllm.lock`;
   // Python's own lock (its holder unknown to us) is not ours to judge
   const python = `${"c".repeat(64)}.lock`;

@@ -239,7 +239,9 @@ export async function removeCachedRepo(root: string, reference: string, revision
   } catch (e) {
     // a cache owned by another user, or on a read-only volume: one line naming where it stopped
     if (!isIoError(e)) throw e;
-    throw new HubError("disk", `cannot remove ${reference}${revision ? `@${revision}` : ""} from the cache ${root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; run as the cache's owner or make it writable (tsllm ls shows what is left)`);
+    // REF@R --revision R names R once (rm refuses two different ones before this)
+    const what = revision === undefined || reference.endsWith(`@${revision}`) ? reference : `${reference}@${revision}`;
+    throw new HubError("disk", `cannot remove ${what} from the cache ${root}: ${describeIoError(e)}${e.path ? ` at ${e.path}` : ""}; run as the cache's owner or make it writable (tsllm ls shows what is left)`);
   }
 }
 

@@ -20,6 +20,8 @@ import { checkCacheName, checkRelativePath, checkRevision, isCacheName, type Hub
 const SNAPSHOT_LOCK_PREFIX = "snapshot-";
 /** what ends the name of every tsllm lock that marks a download (or removal) at work; the gate's does not */
 export const LOCK_SUFFIX = ".tsllm.lock";
+/** the gate's lock file in .locks/<repo>/ (gateLockPath) */
+const GATE_LOCK_NAME = "snapshots.tsllm.gate";
 /** snapshot-<commit>-<12 hex digits of nonce>.tsllm.lock (snapshotLockPath) */
 const SNAPSHOT_LOCK_NAME = new RegExp(`^${SNAPSHOT_LOCK_PREFIX}(.+)-[0-9a-f]{12}\\.tsllm\\.lock$`);
 
@@ -117,7 +119,7 @@ export class RepoCache {
    * download in progress.
    */
   gateLockPath(): string {
-    return join(this.lockDir(), "snapshots.tsllm.gate");
+    return join(this.lockDir(), GATE_LOCK_NAME);
   }
 
   /** .locks/<repo>/: where this repo's locks are */
@@ -128,10 +130,11 @@ export class RepoCache {
   /**
    * Clears the locks (of files, of snapshots) and takeover claims that downloads and removals of
    * this repo left when they died; the locks of live holders stay. Python's own `.lock` files are
-   * not ours to judge.
+   * not ours to judge. The gate and the claims on it count too: a waiter killed mid-takeover of a
+   * dead gate left a claim no one takes again.
    */
   removeAbandonedLocks(): Promise<void> {
-    return removeAbandonedLocksIn(this.lockDir(), (name) => name.endsWith(LOCK_SUFFIX));
+    return removeAbandonedLocksIn(this.lockDir(), (name) => name.endsWith(LOCK_SUFFIX) || name === GATE_LOCK_NAME);
   }
 
   /**
