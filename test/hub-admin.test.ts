@@ -214,6 +214,28 @@ test("tsllm download --cache DIR writes into DIR (a new folder), not HF_HUB_CACH
   assert.deepEqual(await tsllm(["download", "acme/elsewhere", "--cache", ""], env), { code: 2, stdout: "", stderr: "tsllm: error: --cache is empty; give the cache folder or leave the option out\n" });
 });
 
+test("tsllm download with the hub unreachable serves the cached snapshot saying so in one line, and fails naming the files asked for that the snapshot lacks", async () => {
+  hub.add({ repo: "acme/away", commit: C1, files: [readme1, shared] });
+  const cache = join(dir, "away");
+  await downloadModel("acme/away", { ...opts(cache), include: [readme1.path] });
+  const dead = new FakeHub();
+  await dead.start();
+  const url = dead.hubUrl;
+  await dead.close();
+  // asked once, no retries: a cached snapshot is there to serve (as snapshot_download asks repo_info once)
+  const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: url };
+  const snapshot = join(cache, "models--acme--away", "snapshots", C1);
+  const literal = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const served = await tsllm(["download", "acme/away", "--include", readme1.path, "--quiet"], env);
+  assert.equal(served.code, 0, served.stderr);
+  assert.equal(served.stdout, `${snapshot}\n`);
+  assert.match(served.stderr, new RegExp(`^tsllm download: the hub could not answer \\(GET ${literal(url)}/api/models/acme/away/revision/main failed: [^\\n]*ECONNREFUSED[^\\n]*\\); the cached snapshot ${literal(snapshot)} is used as it is\\n$`));
+  const lacking = await tsllm(["download", "acme/away", "--include", readme1.path, "--include", shared.path, "--include", "*.json", "--quiet"], env);
+  assert.equal(lacking.code, 1, lacking.stdout);
+  assert.equal(lacking.stdout, "");
+  assert.match(lacking.stderr, new RegExp(`^tsllm: error: acme/away@main: the hub could not answer \\([^\\n]*ECONNREFUSED[^\\n]*\\) and the cached snapshot ${literal(snapshot)} lacks ${literal(shared.path)}, a file matching --include '\\*\\.json'; run again once the hub can be reached\\n$`));
+});
+
 // root may delete anything, so as root the CLI runs as nobody (uid 65534) against a cache root owns
 const asRoot = process.getuid?.() === 0;
 test("tsllm rm on a cache it may not write is one line naming the cache and the path, not a bare EACCES", { skip: process.getuid === undefined ? "no POSIX users here" : false }, async (t) => {

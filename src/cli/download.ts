@@ -36,6 +36,9 @@ HF_HUB_OFFLINE=1, and HF_HUB_DOWNLOAD_TIMEOUT / HF_HUB_ETAG_TIMEOUT: seconds a f
 request may go without data before it is abandoned and retried, a file resumed where it stopped
 (default 10; raise them on a slow or lossy link).
 
+A hub that cannot be reached leaves the cached snapshot of REF, if any, to serve (asked once, no
+retries), said in one line on stderr; one that lacks a file --include names is an error naming it.
+
 Ctrl-C (or SIGTERM) stops the download and lets go of its locks (exit status 130, 143): what was
 fetched, a file's part included, stays in the cache and the next run resumes from there.
 `;
@@ -74,6 +77,8 @@ export async function runDownload(argv: string[]): Promise<number | undefined> {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+  // the hub unreachable, the cache served as it is: said, so a snapshot the hub has moved on from is no surprise
+  if (result.hubFailure) process.stderr.write(`tsllm download: the hub could not answer (${result.hubFailure}); the cached snapshot ${result.snapshotDir} is used as it is\n`);
   if (flag(values, "json")) {
     const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
     process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");

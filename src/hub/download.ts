@@ -66,6 +66,8 @@ export interface DownloadResult {
   readonly path: string;
   /** true when the cache served it as it was: no request (a cached commit id, offline, refresh: false), or a hub that could not answer */
   readonly fromCache: boolean;
+  /** set when the hub could not answer and the cached snapshot served instead: what failed */
+  readonly hubFailure?: string;
 }
 
 export function createSource(name: HubSourceName, options: Pick<DownloadOptions, "endpoint" | "token" | "env" | "timeoutMs"> = {}): HubSource {
@@ -145,6 +147,29 @@ function fromCache(cache: RepoCache, ref: HubReference, revision: string, option
     path: selection.primary ? cache.snapshotPath(commit, selection.primary) : snapshotDir,
     fromCache: true,
   };
+}
+
+/** the cached snapshot a refresh falls back on when the hub cannot answer; none where the cache cannot tell */
+function fallbackSnapshot(cache: RepoCache, ref: HubReference, revision: string, options: DownloadOptions): DownloadResult | undefined {
+  try {
+    return fromCache(cache, ref, revision, options);
+  } catch {
+    return undefined; // a selection the cache cannot make (a damaged snapshot): the hub's answer, or its error, decides
+  }
+}
+
+/**
+ * The cached snapshot served because the hub could not answer, with what failed (hubFailure):
+ * huggingface_hub serves it silently "but we can't check if all the files are actually there".
+ * One that lacks what `include` asks for is an error, not a snapshot without the files asked for.
+ */
+function servedWithoutHub(fallback: DownloadResult, cache: RepoCache, context: string, e: HubError, options: DownloadOptions): DownloadResult {
+  if ((options.include?.length ?? 0) > 0) {
+    const { files, globs } = offlineGaps(fallback.snapshotDir, cache.listSnapshot(fallback.commit), options.include ?? [], options.exclude ?? []);
+    const lacks = [...files, ...globs.map((g) => `a file matching --include '${g}'`)];
+    if (lacks.length > 0) throw new HubError(e.code, `${context}: the hub could not answer (${e.message}) and the cached snapshot ${fallback.snapshotDir} lacks ${lacks.join(", ")}; run again once the hub can be reached`);
+  }
+  return { ...fallback, hubFailure: e.message };
 }
 
 /** retries a metadata request on network failures and 5xx, with doubling backoff */
@@ -231,19 +256,19 @@ export async function downloadModel(reference: string | HubReference, options: D
     throw new HubError("offline-miss", `${context} is not in the cache (${cache.dir})${damaged} and offline mode is on (HF_HUB_OFFLINE=1): download it first while online, e.g. tsllm download ${context}`);
   }
 
+  // with a cached snapshot to fall back on, one try, refresh too (snapshot_download asks repo_info
+  // once and serves the cache on a connection error): an unreachable hub must not hold up a load
+  // for the retries' backoff
+  const fallback = cached ?? fallbackSnapshot(cache, ref, revision, options);
   let listing;
   try {
-    // with a cached snapshot to fall back on, one try: an unreachable hub must not hold up a load for the retries' backoff
-    listing = await withRetries(() => source.list(ref.repo, revision, options.signal), cached ? { ...options, retries: 0 } : options);
+    listing = await withRetries(() => source.list(ref.repo, revision, options.signal), fallback ? { ...options, retries: 0 } : options);
   } catch (e) {
     // as huggingface_hub does: when the hub cannot answer (down, unreachable, a token it now
     // refuses), a cached snapshot still serves; a revision it says is gone does not. Asked to
     // refresh, only an unreachable hub falls back: a refused token is the answer to give
     const serve = cached ? e instanceof HubError && e.code !== "revision-not-found" : e instanceof HubError && e.code === "network";
-    if (serve && !options.signal?.aborted) {
-      const fallback = cached ?? fromCache(cache, ref, revision, options);
-      if (fallback) return fallback;
-    }
+    if (serve && fallback && !options.signal?.aborted) return servedWithoutHub(fallback, cache, context, e as HubError, options);
     throw e;
   }
   const selection = selectFiles(listing.files.map((f) => f.path), { selector: ref.selector, include: options.include, exclude: options.exclude }, context);
