@@ -361,7 +361,7 @@ test("deepseek-llm's vocab-only GGUF: long runs searched a window at a time give
  * one-character classes, GPT-2's and bounded. Judge: each pattern's
  * matches over the whole text (String.prototype.matchAll), the text between them kept.
  */
-const RUN_PRES = ["deepseek-v3", "tekken", "chameleon", "default", "falcon"];
+const RUN_PRES = ["deepseek-v3", "tekken", "gpt-4o", "chameleon", "default", "falcon"];
 
 /** the pieces of `text` split by each pattern in turn over the whole text, matches and what lies between kept */
 function wholeSplit(text: string, patterns: readonly RegExp[]): string[] {
@@ -405,7 +405,7 @@ function randomTexts(count: number, seed: number, extra: readonly string[] = [])
   return texts;
 }
 
-test("deepseek-v3's third, tekken's, chameleon's, default's and falcon's patterns searched a window at a time split as one search over the whole text", () => {
+test("deepseek-v3's third, tekken's, gpt-4o's, chameleon's, default's and falcon's patterns searched a window at a time split as one search over the whole text", () => {
   const crafted = [
     ...llamaTexts(), "HelloWorld", "ABCdefGHI", "ABC\u4e2d\u6587", "\u4e2dA", "AAAA\u02b0BBBB.", "\u01c5\u01c5ab\u01c4", "x\u0301\u0301AB\u0301cd", " \u0301!", "!\u0301!!",
     "a!!\n//\n/x", " !!\r\n/", "\u{1d400}\u{1d400}\u{1d41a}", "<sentinel:123>", "<sentinel:<sentinel:12345678>", "<sentinel:12", "IMGIMGABCDZ", "IMGIMGABCDEZ", "IMGIMGIMGIMGAZ",
@@ -425,12 +425,14 @@ test("deepseek-v3's third, tekken's, chameleon's, default's and falcon's pattern
   assert.ok(compared > 30_000, `${compared} splits compared`);
 });
 
-test("a long run under deepseek-v3's third, tekken's, chameleon's, default's or falcon's patterns is reported a window at a time before it is handed out", () => {
+test("a long run under deepseek-v3's third, tekken's, gpt-4o's, chameleon's, default's or falcon's patterns is reported a window at a time before it is handed out", () => {
   // before: each pattern searched the whole piece at once (no report)
   const v3 = preTokenizerPatterns("deepseek-v3")![2]!, tekken = preTokenizerPatterns("tekken")![0]!, chameleon = preTokenizerPatterns("chameleon")!;
   const cases: [RegExp, string[]][] = [
     [v3, ["\u0301", "a", "\u0400", " ", "\n", "!", "\u200b", "\u00a0"]],
     [tekken, ["a", "A", "\u4e2d", "\u0301", " ", "!", "\u02b0"]],
+    // llama.cpp's "gpt-4o": its letters (\u00c9 is both cases, a mark is no letter)
+    [preTokenizerPatterns("gpt-4o")![0]!, ["a", "A", "\u00c9", "\u4e2d", "\u0301", " ", "!", "\u02b0"]],
     ...chameleon.slice(0, 5).map((re): [RegExp, string[]] => [re, ["\u4e2d", "a"]]),
     [chameleon[0]!, ["<sentinel:1", "<<"]],
     ...[preTokenizerPatterns("default")![0]!, preTokenizerPatterns("default")![3]!, preTokenizerPatterns("falcon")![0]!].map((re): [RegExp, string[]] => [re, ["!", "a"]]),
@@ -465,14 +467,14 @@ test("a lone first half of a surrogate pair before a pair at a window's end is a
   assert.ok(compared > 700);
 });
 
-test("gpt-2's vocabulary under tekken's, deepseek-v3's, chameleon's, default's and falcon's pre-tokenizers (vocab-only GGUF): long runs searched a window at a time give llama.cpp's ids", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf") || skipWithoutShared("text/wiki.test.raw") }, async () => {
+test("gpt-2's vocabulary under tekken's, gpt-4o's, deepseek-v3's, chameleon's, default's and falcon's pre-tokenizers (vocab-only GGUF): long runs searched a window at a time give llama.cpp's ids", { skip: skipWithoutShared("tokenizer-tests/ggml-vocab-gpt-2.gguf") || skipWithoutShared("text/wiki.test.raw") }, async () => {
   const source = sharedFile("tokenizer-tests/ggml-vocab-gpt-2.gguf")!;
   const wiki = readFileSync(sharedFile("text/wiki.test.raw")!, "utf8").slice(0, 30_000);
   const texts = [
     `e${"\u0301".repeat(5_000)}`, `\n${" ".repeat(5_000)}x`, "HelloWorld ABCdef GHI \u01c5\u01c5ab", `${"A".repeat(5_000)}\u02b0b`, `!${"a".repeat(5_000)}`, "\u4e2d".repeat(5_000),
     ` ${"!".repeat(5_000)}\n\n/x`, "7".repeat(5_000), `x${"\u200b".repeat(5_000)}a`, `<sentinel:${"1".repeat(5_000)}>`, "IMGIMGABZ  \t\n    ", wiki,
   ];
-  for (const pre of ["tekken", "deepseek-v3", "chameleon", "default", "falcon"]) {
+  for (const pre of ["tekken", "gpt-4o", "deepseek-v3", "chameleon", "default", "falcon"]) {
     const entries = new Map(readGGUFHeader(source).metadata);
     entries.set("tokenizer.ggml.pre", ggufEntry.string(pre));
     const path = join(ggufDir, `gpt-2-${pre}.gguf`);
@@ -643,9 +645,9 @@ function searchesOf<T>(f: () => T): [T, number] {
   }
 }
 
-test("ordinary text under GPT-2's, Llama 3's, Qwen2's, tekken's, deepseek-v3's and o200k's patterns: about one regex search a piece, the pieces of one search over the whole text", () => {
+test("ordinary text under GPT-2's, Llama 3's, Qwen2's, tekken's, deepseek-v3's, o200k's and llama.cpp's gpt-4o's patterns: about one regex search a piece, the pieces of one search over the whole text", () => {
   const text = ordinaryText(200_000);
-  for (const pre of ["gpt-2", "llama-bpe", "qwen2", "tekken", "deepseek-v3", "o200k"]) {
+  for (const pre of ["gpt-2", "llama-bpe", "qwen2", "tekken", "deepseek-v3", "o200k", "gpt-4o"]) {
     const patterns = pre === "o200k" ? [o200k()] : preTokenizerPatterns(pre)!.slice(-1);
     const [{ pieces }, searches] = searchesOf(() => piecesOf(text, patterns));
     assert.deepEqual(pieces, wholeSplit(text, patterns), pre);

@@ -182,6 +182,20 @@ const TEKKEN = `[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{
 const O200K_LETTERS = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", O200K_LOWER = "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]";
 const O200K = `[^\\r\\n\\p{L}\\p{N}]?${O200K_LETTERS}*${O200K_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${O200K_LETTERS}+${O200K_LOWER}*${CONTRACTIONS}?|` +
   `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * llama.cpp's tekken and "gpt-4o" patterns (llama-vocab.cpp), which a GGUF follows, not the
+ * tokenizer.json's: their upper and lower letters are `(?=\p{L})[^a-z]` and `(?=\p{L})[^A-Z]`, so
+ * every letter but ASCII's is both (llama.cpp's regex sees each non-ASCII letter as one stand-in
+ * byte) and marks are no letters, as in `[^S\p{L}\p{N}]+`: "\u00c9COLE" is "\u00c9", "COLE" and
+ * "e\u0301" is "e", "\u0301" there, one piece each under the tokenizer.json's classes
+ * (RunPatterns: tekkenMatchEnd with LLAMA_CPP_CASES).
+ */
+const LCPP_UPPER = "[^\\P{L}a-z]", LCPP_LOWER = "[^\\P{L}A-Z]";
+const TEKKEN_LLAMA_CPP = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+|[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}+${LCPP_LOWER}*|` +
+  `\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/** llama.cpp's "gpt-4o" (LLAMA_VOCAB_PRE_TYPE_GPT4O): its tekken's with a contraction after the letters and up to three digits */
+const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}+${LCPP_LOWER}*${CONTRACTIONS}?|` +
+  `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -210,7 +224,8 @@ const PATTERNS: Record<string, string[]> = {
   "deepseek-v3": [classRun("", "\\p{N}", "{1,3}"), classRun("", "[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]"), DEEPSEEK_V3],
   bloom: [BLOOM],
   viking: [BLOOM, classRun("", "\\p{N}", "")],
-  tekken: [TEKKEN],
+  tekken: [TEKKEN_LLAMA_CPP],
+  "gpt-4o": [GPT4O],
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -223,9 +238,13 @@ const PRE_FAMILY: Record<string, string> = {
   starcoder: "starcoder", refact: "starcoder", "command-r": "starcoder", smollm: "starcoder", codeshell: "starcoder", exaone: "starcoder", "minerva-7b": "starcoder",
   "gpt-2": "gpt2", "phi-2": "gpt2", "jina-es": "gpt2", "jina-de": "gpt2", gigachat: "gpt2", "jina-v1-en": "gpt2", "jina-v2-es": "gpt2",
   "jina-v2-de": "gpt2", "jina-v2-code": "gpt2", "roberta-bpe": "gpt2", mpt: "gpt2", olmo: "gpt2", jais: "gpt2",
-  qwen2: "qwen2", stablelm2: "qwen2", megrez: "qwen2",
+  "a.x-4.0": "gpt2", mellum: "gpt2", "modern-bert": "gpt2", exaone4: "gpt2", trillion: "gpt2", "granite-docling": "gpt2",
+  qwen2: "qwen2", stablelm2: "qwen2", megrez: "qwen2", "deepseek-r1-qwen": "qwen2", kormo: "qwen2", f2llmv2: "qwen2",
+  hunyuan: "qwen2", "solar-open": "qwen2", "grok-2": "qwen2",
+  "hunyuan-dense": "deepseek-v3", "joyai-llm": "deepseek-v3", mellum2: "starcoder",
   "poro-chat": "bloom", bloom: "bloom", "gpt3-finnish": "bloom",
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
+  "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
 export const KNOWN_PRE_TOKENIZERS: readonly string[] = Object.keys(PRE_FAMILY);
@@ -651,6 +670,9 @@ interface RunPattern {
  * o200k's: tekken's with `(?:'[sS]|...)?` after each letter alternative and `\p{N}{1,3}`: the
  * search reads up to three characters past a letter match for a contraction, so a word's end
  * before "'" is no cut (O200K_CUT).
+ *
+ * llama.cpp's tekken and "gpt-4o": tekken's and o200k's with its letter classes (LLAMA_CPP_CASES),
+ * read the same way.
  */
 const RUN_PATTERNS = new Map<string, RunPattern>([
   [LLAMA3, { inWindow: spaceEndsIn, matchEnd: (piece, p) => llamaMatchEnd(piece, p, 3) }],
@@ -658,6 +680,8 @@ const RUN_PATTERNS = new Map<string, RunPattern>([
   [DEEPSEEK_V3, { inWindow: spaceEndsIn, matchEnd: v3MatchEnd }],
   [TEKKEN, { inWindow: lettersEndIn, matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 1, false) }],
   [O200K, { inWindow: (w, i, e) => e + 3 < w.length && lettersEndIn(w, i, e), matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 3, true), cut: O200K_CUT }],
+  [TEKKEN_LLAMA_CPP, { inWindow: lettersEndIn, matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 1, false, LLAMA_CPP_CASES) }],
+  [GPT4O, { inWindow: (w, i, e) => e + 3 < w.length && lettersEndIn(w, i, e), matchEnd: (piece, p) => tekkenMatchEnd(piece, p, 3, true, LLAMA_CPP_CASES), cut: O200K_CUT }],
 ]);
 const SPACE_CHAR = new RegExp(`^${S}$`, "u");
 const SPACE_END = new RegExp(NS, "gu");
@@ -794,23 +818,41 @@ function* v3MatchEnd(piece: string, p: number): Generator<number, number> {
   return yield* spaceMatchEnd(piece, p);
 }
 
-/** tekken's classes: 0 Lu Lt (U only), 1 Ll (W only), 2 Lm Lo (both), 3 mark (both; also X), 4 digit, 5 white space, 6 other */
-const TEKKEN_CLASSES = [/^[\p{Lu}\p{Lt}]$/u, /^\p{Ll}$/u, /^[\p{Lm}\p{Lo}]$/u, /^\p{M}$/u, NUMBER, SPACE_CHAR];
-const UPPER_END = /[^\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]/gu;
-const LOWER_END = /[^\p{Ll}\p{Lm}\p{Lo}\p{M}]/gu;
-/** the last character in both U and W of a run of U */
-const LAST_BOTH = /[\p{Lm}\p{Lo}\p{M}][\p{Lu}\p{Lt}]*$/u;
+/** how a tekken-like pattern spells its upper (U) and lower (W) letters */
+interface Cases {
+  /** 0 U only, 1 W only, 2 both, 3 mark in both (also X), 4 digit, 5 white space, 6 other */
+  readonly classes: readonly RegExp[];
+  /** the first character not in U, not in W */
+  readonly upperEnd: RegExp;
+  readonly lowerEnd: RegExp;
+  /** the last character in both U and W of a run of U */
+  readonly lastBoth: RegExp;
+}
+/** the tokenizer.json's: U `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]`, W `[\p{Ll}\p{Lm}\p{Lo}\p{M}]` */
+const TEKKEN_CASES: Cases = {
+  classes: [/^[\p{Lu}\p{Lt}]$/u, /^\p{Ll}$/u, /^[\p{Lm}\p{Lo}]$/u, /^\p{M}$/u, NUMBER, SPACE_CHAR],
+  upperEnd: /[^\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]/gu,
+  lowerEnd: /[^\p{Ll}\p{Lm}\p{Lo}\p{M}]/gu,
+  lastBoth: /[\p{Lm}\p{Lo}\p{M}][\p{Lu}\p{Lt}]*$/u,
+};
+/** llama.cpp's (TEKKEN_LLAMA_CPP): U A-Z and every non-ASCII letter, W a-z and the same; a mark is other */
+const LLAMA_CPP_CASES: Cases = {
+  classes: [/^[A-Z]$/, /^[a-z]$/, /^[^\P{L}A-Za-z]$/u, /(?!)/, NUMBER, SPACE_CHAR],
+  upperEnd: /[\P{L}a-z]/gu,
+  lowerEnd: /[\P{L}A-Z]/gu,
+  lastBoth: /[^\P{L}A-Za-z][A-Z]*$/u,
+};
 const NEWLINE_SLASH_END = /[^\r\n/]/gu;
 
 /** where the run of U from `i` ends, and its last character also in W (-1: none); yields characters read a window at a time */
-function* upperRun(piece: string, i: number): Generator<number, [number, number]> {
+function* upperRun(piece: string, i: number, cases: Cases): Generator<number, [number, number]> {
   let both = -1;
   for (;;) {
     const stop = windowEnd(piece, i + Math.max(4, longMatchWindow.chars));
-    UPPER_END.lastIndex = i;
-    const f = UPPER_END.exec(stop < piece.length ? piece.slice(0, stop) : piece);
+    cases.upperEnd.lastIndex = i;
+    const f = cases.upperEnd.exec(stop < piece.length ? piece.slice(0, stop) : piece);
     const q = f === null ? stop : f.index;
-    const b = LAST_BOTH.exec(piece.slice(i, q));
+    const b = cases.lastBoth.exec(piece.slice(i, q));
     if (b !== null) both = i + b.index;
     if (f !== null || stop >= piece.length) return [q, both];
     yield stop - i;
@@ -819,9 +861,9 @@ function* upperRun(piece: string, i: number): Generator<number, [number, number]
 }
 
 /** `U*W+` at `s`: U* gives back to the last character W+ can start on; -1: no match */
-function* tekkenUpperLower(piece: string, s: number): Generator<number, number> {
-  const [u, both] = yield* upperRun(piece, s);
-  if (classOf(piece, u, TEKKEN_CLASSES) === 1) return yield* runEnd(piece, u, LOWER_END);
+function* tekkenUpperLower(piece: string, s: number, cases: Cases): Generator<number, number> {
+  const [u, both] = yield* upperRun(piece, s, cases);
+  if (classOf(piece, u, cases.classes) === 1) return yield* runEnd(piece, u, cases.lowerEnd);
   // the characters after `both` are U only and the one at u is not W: W+ is that one character
   return both < 0 ? -1 : after(piece, both);
 }
@@ -830,8 +872,8 @@ function* tekkenUpperLower(piece: string, s: number): Generator<number, number> 
  * the end of the match of tekken's pattern at `p`, alternative by alternative (RunPatterns); o200k's:
  * up to 3 digits, and a contraction after the letters (optional, so it takes no other letters)
  */
-function* tekkenMatchEnd(piece: string, p: number, digits: number, contractions: boolean): Generator<number, number> {
-  const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, TEKKEN_CLASSES), k1 = classOf(piece, next, TEKKEN_CLASSES);
+function* tekkenMatchEnd(piece: string, p: number, digits: number, contractions: boolean, cases = TEKKEN_CASES): Generator<number, number> {
+  const c0 = piece.codePointAt(p)!, next = after(piece, p), k0 = classOf(piece, p, cases.classes), k1 = classOf(piece, next, cases.classes);
   const letter = (k: number): boolean => k >= 0 && k <= 3;
   // where U and W may start: after X (a mark, white space other than a newline, other) first, then at p
   const starts: number[] = [];
@@ -839,17 +881,17 @@ function* tekkenMatchEnd(piece: string, p: number, digits: number, contractions:
   if (letter(k0)) starts.push(p);
   const withContraction = (e: number): number => (contractions ? contractionEnd(piece, e) : e);
   for (const s of starts) {
-    const e = yield* tekkenUpperLower(piece, s);
+    const e = yield* tekkenUpperLower(piece, s, cases);
     if (e >= 0) return withContraction(e);
   }
   // X?U+W*: U+ to its run's end, then W*
   for (const s of starts) {
-    if (classOf(piece, s, TEKKEN_CLASSES) === 1) continue;
-    const [u] = yield* upperRun(piece, s);
-    return withContraction(yield* runEnd(piece, u, LOWER_END));
+    if (classOf(piece, s, cases.classes) === 1) continue;
+    const [u] = yield* upperRun(piece, s, cases);
+    return withContraction(yield* runEnd(piece, u, cases.lowerEnd));
   }
   if (k0 === 4) return digitsEnd(piece, next, digits);
-  // ' ?[^S\p{L}\p{N}]+[\r\n/]*' (marks are in that class; a run of them was taken above)
+  // ' ?[^S\p{L}\p{N}]+[\r\n/]*' (marks are in that class; under TEKKEN_CASES a run of them was taken above)
   if (k0 === 6 || (c0 === 0x20 && k1 === 6)) return yield* othersEnd(piece, k0 === 6 ? p : next, OTHER_END, NEWLINE_SLASH_END);
   return yield* spaceMatchEnd(piece, p);
 }

@@ -1,0 +1,114 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
+import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
+import { longMatchWindow } from "../src/tokenizer/pre-tokenizers.js";
+import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+
+/*
+ * Every `tokenizer.ggml.pre` name llama.cpp maps to a regex list tsllm has (llama-vocab.cpp), judged
+ * by llama.cpp itself (node-llama-cpp, vocab-only GGUF). The vocabulary is byte-level BPE made from
+ * the texts themselves, so its merges cross every place a pre-tokenizer might cut: a piece
+ * split elsewhere than llama.cpp splits it gives other ids (GPT-2's vocabulary has few merges
+ * across a letter and a mark or two capitals, so it hid tekken's differences).
+ */
+const TEXTS = [
+  "\u00c9COLE \u00e9cole HelloWorld ABCdef GHI \u01c5\u01c5ab \u00c0\u00c9\u00cfou \u0391\u0392\u03b3\u03b4 \u0416\u0436\u0416",
+  "e\u0301x cafe\u0301's DON'T we'll I'M you'Re they'VE she'd it's \u2019s 'S",
+  "12345 1234567 \u0661\u0662\u0663\u0664 x7y 3.14159 \u2167\u2168 \u00bd",
+  "\u4e2d\u6587\u5b57 \u65e5\u672c\u8a9e\u3072\u3089\u304c\u306a\u30ab\u30bf\u30ab\u30ca \ud55c\uad6d\uc5b4 \u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22 \u0939\u093f\u0928\u094d\u0926\u0940",
+  "  \n\n  x\u00a0\u00a0y\t\tz   \r\n/path/to\n/x \u3000\u3000\u4e2d \u2028a  ",
+  "!!! ?? \u2014\u2014 ... (a) [B] {c} <d> #e @f $g %h ^i &j *k _l +m =n |o ~p `q",
+  "\u{1d400}\u{1d41a}\u{1d400} \ud83d\ude00\ud83d\ude00 \u02b0\u02b0a A\u02b0b \u0301\u0301 a\u0301\u0302B\u0301",
+];
+
+/**
+ * byte-level BPE over `texts`: each character's bytes merged into it, then every two and three
+ * characters next to each other in the texts, in that order; so a piece that llama.cpp cuts
+ * between two characters and tsllm does not (or the other way) comes out as other tokens
+ */
+function crossingVocab(texts: readonly string[]): { tokens: string[]; merges: string[] } {
+  // every byte's character, in byte order
+  const tokens = Array.from({ length: 256 }, (_, b) => byteChar(b));
+  const seen = new Set(tokens), merges: string[] = [];
+  const merge = (a: string, b: string): void => {
+    if (seen.has(a + b)) return;
+    seen.add(a + b);
+    tokens.push(a + b);
+    merges.push(`${a} ${b}`);
+  };
+  const chars = texts.map((t) => Array.from(t, (c) => Array.from(Buffer.from(c, "utf8"), byteChar)));
+  for (const text of chars) {
+    for (const bytes of text) {
+      bytes.reduce((a, b) => {
+        merge(a, b);
+        return a + b;
+      });
+    }
+  }
+  const joined = chars.map((text) => text.map((bytes) => bytes.join("")));
+  for (const text of joined) for (let i = 0; i + 1 < text.length; i++) merge(text[i]!, text[i + 1]!);
+  for (const text of joined) for (let i = 0; i + 2 < text.length; i++) merge(text[i]! + text[i + 1]!, text[i + 2]!);
+  return { tokens, merges };
+}
+/** GPT-2's character for byte `b` */
+function byteChar(b: number): string {
+  const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+  if (printable) return String.fromCharCode(b);
+  let n = 0;
+  for (let c = 0; c < b; c++) if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff))) n++;
+  return String.fromCharCode(256 + n);
+}
+
+const dir = mkdtempSync(join(tmpdir(), "tsllm-pre-types-"));
+after(async () => {
+  rmSync(dir, { recursive: true, force: true });
+  await disposeSharedLlama();
+});
+
+/** names whose regexes are the ones tsllm has; the first of each line is the one the fix added or changed */
+const PRE_NAMES = [
+  "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", "tekken",
+  "a.x-4.0", "mellum", "modern-bert", "exaone4", "trillion", "granite-docling", "gpt-2",
+  "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2", "qwen2",
+  "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
+];
+
+test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {
+  const { tokens, merges } = crossingVocab(TEXTS);
+  const llama = await sharedLlama();
+  const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`];
+  for (const pre of PRE_NAMES) {
+    const path = join(dir, `${pre}.gguf`);
+    await writeGGUF(path, {
+      // (llama.cpp reads a vocab-only file's architecture and its sizes too)
+      metadata: [["general.architecture", ggufEntry.string("gpt2")], ["gpt2.block_count", ggufEntry.u32(1)], ["gpt2.context_length", ggufEntry.u32(64)],
+        ["gpt2.embedding_length", ggufEntry.u32(8)], ["gpt2.feed_forward_length", ggufEntry.u32(8)], ["gpt2.attention.head_count", ggufEntry.u32(1)],
+        ["gpt2.attention.layer_norm_epsilon", ggufEntry.f32(1e-5)], ["tokenizer.ggml.model", ggufEntry.string("gpt2")], ["tokenizer.ggml.pre", ggufEntry.string(pre)],
+        ["tokenizer.ggml.tokens", ggufEntry.strings(tokens)], ["tokenizer.ggml.merges", ggufEntry.strings(merges)]],
+      tensors: [],
+    });
+    const ours = loadGGUFTokenizer(path);
+    const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+    try {
+      for (const text of texts) {
+        const want = Array.from(model.tokenize(text, false)) as number[];
+        // the window small, so that words and runs cross window ends (the windowed search)
+        for (const chars of [5, longMatchWindow.chars]) {
+          const saved = longMatchWindow.chars;
+          longMatchWindow.chars = chars;
+          try {
+            assert.deepEqual(ours.encode(text, { addSpecialTokens: false }), want, `${pre}, window ${chars}: ${JSON.stringify(text.slice(0, 40))}`);
+          } finally {
+            longMatchWindow.chars = saved;
+          }
+        }
+      }
+    } finally {
+      await model.dispose();
+    }
+  }
+});
