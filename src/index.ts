@@ -3,7 +3,7 @@ export { loadModel, loadTokenizer, Model, type LoadModelOptions, type ChatOption
 export type { GenerateOptions, GenerationResult, GenerationStep, TokenStep, EndStep, EndToken, Choice, FinishDetail, FinishReason, Timings, TokenLogprob, TopLogprob, PromptLogprobs } from "./generation/index.js";
 export { RequestError, type Engine, type EngineStats, type RequestEvent } from "./engine/index.js";
 export { DisposedError, OptionError } from "./units/index.js";
-export type { SamplingOptions } from "./sampling/index.js";
+export { samplerStepsFromLlamaCpp, type SamplerOrder, type SamplerStep, type SamplingOptions } from "./sampling/index.js";
 export type { Tokenizer, EncodeOptions, DecodeOptions, StreamDecoder, StreamDecoderOptions } from "./tokenizer/index.js";
 export type { ModelInfo, LanguageModel } from "./models/index.js";
 export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentPart, type ChatMessage, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";

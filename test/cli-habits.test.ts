@@ -646,6 +646,31 @@ test("sampling values past their ends mean what llama.cpp reads them as: --temp 
   assert.notDeepEqual(off.completionTokens, greedyRun.completionTokens);
 });
 
+// llama.cpp's --samplers a;b;c and --sampling-seq / --sampler-seq abc (common/arg.cpp, common/sampling.cpp):
+// the chain is exactly the list, so a sampler left out does not run; --min-keep goes to top-p, min-p
+// and typical-p. These flags were unknown here.
+test("--samplers / --sampling-seq set the sampler chain as llama.cpp's (a sampler left out does not run); --min-keep is heeded", { skip }, () => {
+  const base = ["--prompt", "Once", "--max-tokens", "8", "--ignore-eos"];
+  const greedyRun = greedy([...base]).completionTokens;
+  const hot = [...base, "--temperature", "2", "--seed", "7", "--top-k", "1", "--top-p", "1", "--min-p", "0"];
+  assert.deepEqual(greedy([...hot, "--samplers", "top_k;temperature"]).completionTokens, greedyRun);
+  assert.deepEqual(greedy([...hot, "--sampler-seq", "kt"]).completionTokens, greedyRun);
+  assert.notDeepEqual(greedy([...hot, "--sampling-seq", "t"]).completionTokens, greedyRun);
+  assert.notDeepEqual(greedy([...hot, "--samplers", "temp"]).completionTokens, greedyRun);
+  const narrow = [...base, "--temperature", "2", "--seed", "7", "--top-k", "0", "--top-p", "0", "--min-p", "0"];
+  assert.deepEqual(greedy(narrow).completionTokens, greedyRun);
+  assert.notDeepEqual(greedy([...narrow, "--min-keep", "20"]).completionTokens, greedyRun);
+  const model = ["generate", "--model", sharedFile(MODEL)!, "--prompt", "Once"];
+  for (const [args, message] of [
+    [["--sampling-seq", "kq"], `tsllm: error: --sampling-seq: "q" names no sampler; expected letters of edskypmxtia\n`],
+    [["--samplers", "top_k;infill"], `tsllm: error: --samplers: "infill" (infill) is a sampler this library does not implement; leave it out\n`],
+    [["--samplers", "top_k", "--sampling-seq", "k"], "tsllm: error: --samplers and --sampling-seq both set the sampler chain; give one\n"],
+  ] as const) {
+    const r = tsllm([...model, ...args]);
+    assert.deepEqual([r.code, r.stderr], [2, message]);
+  }
+});
+
 // llama.cpp's min-p (src/llama-sampler.cpp) keeps the candidates whose logit >= the top logit +
 // log(p), and always the first sorted one: above 1 that is the one top token, while a min-p of 1
 // keeps every token tied at the top. Two token ids given the same huge bias (1e30 absorbs the

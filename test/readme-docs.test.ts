@@ -54,7 +54,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   promptLogprobs: true, numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true,
   draftModel: true, draftTokens: true, promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
   temperature: true, topK: true, topP: true, minP: true, typicalP: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,
-  presencePenalty: true, logitBias: true, seed: true, samplerOrder: true,
+  presencePenalty: true, logitBias: true, seed: true, samplerOrder: true, minKeep: true,
 };
 const CHAT_ONLY_OPTIONS: Record<Exclude<keyof ChatOptions, keyof GenerateOptions>, true> = { system: true, chatTemplate: true, parseSpecialInContent: true };
 const LOAD_OPTIONS: Record<keyof LoadModelOptions, true> = {

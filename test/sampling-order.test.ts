@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { readGGUFHeader, writeGGUF } from "../src/formats/index.js";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { createCandidates, createSampler, loadCandidates, Mt19937, resolveSamplingOptions, sortCandidates, topK, type SamplingOptions } from "../src/sampling/index.js";
+import { createCandidates, createSampler, loadCandidates, Mt19937, resolveSamplingOptions, samplerStepsFromLlamaCpp, sortCandidates, topK, type SamplingOptions } from "../src/sampling/index.js";
 import { rng } from "./helpers/rng.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
@@ -96,12 +96,63 @@ test("samplerOrder transformers: top-k keeps every token tied with the k-th logi
   assert.deepEqual([...banned.ids.subarray(0, banned.size)], [0, 1]);
 });
 
-test("samplerOrder: anything but \"llama.cpp\" or \"transformers\" is refused naming the option", () => {
+/*
+ * A chain given step by step, as llama.cpp's --samplers / --sampling-seq / the server's `samplers`
+ * set it (common/sampling.cpp builds the chain from exactly that list, then draws). With the
+ * values above: top-k 4 then temperature 2 then top-p 0.7 is transformers' cut (TRANSFORMERS),
+ * top-p before temperature llama.cpp's (LLAMA_CPP). Without temperature the logits stay unscaled:
+ * top-k 4, top-p 0.7 over 8, 4, 2, 1 keeps 8 and 4: 2/3 and 1/3. min_keep 3 with top-p 0.1 keeps
+ * 8, 4, 2 (top-p alone keeps 8), and temperature 2 over them gives TRANSFORMERS' three values.
+ */
+test("samplerOrder as a list of steps: the chain runs in the order given, a step left out does not run (hand-derived distributions)", () => {
+  const knobs = { temperature: 2, topK: 4, topP: 0.7, minP: 0 };
+  assertClose(distributionOf({ ...knobs, samplerOrder: ["topK", "temperature", "topP"] }), TRANSFORMERS, "temperature before top-p");
+  assertClose(distributionOf({ ...knobs, samplerOrder: ["topK", "topP", "temperature"] }), LLAMA_CPP, "temperature after top-p");
+  assertClose(distributionOf({ ...knobs, samplerOrder: samplerStepsFromLlamaCpp("ktp", "--sampling-seq") }), TRANSFORMERS, "--sampling-seq ktp");
+  assertClose(distributionOf({ ...knobs, samplerOrder: samplerStepsFromLlamaCpp(["Top-K", "nucleus", "temp"], "samplers") }), LLAMA_CPP, "names and aliases");
+  assertClose(distributionOf({ ...knobs, samplerOrder: ["topK", "topP"] }), [2 / 3, 1 / 3], "no temperature step");
+  // temperature 0 is greedy where the chain tempers; a chain without temperature draws from the unscaled logits, as llama.cpp's
+  assertClose(distributionOf({ ...knobs, temperature: 0, samplerOrder: ["topK", "temperature", "topP"] }), [1], "greedy");
+  assertClose(distributionOf({ ...knobs, temperature: 0, samplerOrder: ["topK", "topP"] }), [2 / 3, 1 / 3], "temperature 0 but no temperature step");
+});
+
+test("minKeep: top-p, min-p and typical-p keep at least that many candidates (llama.cpp's min_keep)", () => {
+  const knobs = { temperature: 2, topK: 0, topP: 0.1, minP: 0 };
+  assertClose(distributionOf(knobs), [1], "top-p 0.1 alone");
+  assertClose(distributionOf({ ...knobs, minKeep: 3 }), TRANSFORMERS, "top-p 0.1, min_keep 3");
+  assertClose(distributionOf({ temperature: 2, topK: 0, topP: 1, minP: 0.9, minKeep: 3 }), TRANSFORMERS, "min-p 0.9, min_keep 3");
+  assert.throws(() => resolveSamplingOptions({ minKeep: -1 }), /sampling option minKeep = -1: expected an integer >= 0/);
+});
+
+test("samplerOrder lists: penalties run where listed first, not at all where left out, and are refused later in the chain while on", () => {
+  // token 0 (logit 3 ln2) in the history, repeat penalty 8: its logit becomes 3 ln2 / 8, below token 1's 2 ln2
+  const penalized = { temperature: 0, repeatPenalty: 8, repeatLastN: 4 };
+  const top = (options: SamplingOptions) => createSampler({ seed: 1, ...penalized, ...options }).sample(LOGITS, [0]);
+  assert.equal(top({}), 1, "the default chain applies them");
+  assert.equal(top({ samplerOrder: ["penalties", "temperature"] }), 1, "listed first");
+  assert.equal(top({ samplerOrder: ["temperature"] }), 0, "left out");
+  assert.throws(() => resolveSamplingOptions({ ...penalized, samplerOrder: ["temperature", "penalties"] }), (e: unknown) => e instanceof OptionError && e.option === "samplerOrder" && /"penalties" first or left out/.test(e.message));
+  // off, they may stand anywhere (llama.cpp's web UI sends its whole default list)
+  assert.deepEqual(resolveSamplingOptions({ samplerOrder: ["temperature", "penalties"] }).samplerOrder, ["temperature"]);
+  assert.throws(() => resolveSamplingOptions({ samplerOrder: ["topK", "top_k" as never] }), /samplerOrder = "top_k": expected steps among/);
+});
+
+test("samplerStepsFromLlamaCpp: llama.cpp's names and letters; samplers this library lacks skipped where off, refused where they would act", () => {
+  assert.deepEqual(samplerStepsFromLlamaCpp("edskypmxt", "samplers"), ["penalties", "topK", "typicalP", "topP", "minP", "temperature"]);
+  assert.deepEqual(samplerStepsFromLlamaCpp(["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"], "samplers"), ["penalties", "topK", "typicalP", "topP", "minP", "temperature"]);
+  assert.deepEqual(samplerStepsFromLlamaCpp(["TOPK", "typ-p", "typ", "minp", "top-n-sigma"], "x"), ["topK", "typicalP", "typicalP", "minP"]);
+  assert.throws(() => samplerStepsFromLlamaCpp("kq", "--sampling-seq"), (e: unknown) => e instanceof OptionError && e.message === `--sampling-seq: "q" names no sampler; expected letters of edskypmxtia`);
+  assert.throws(() => samplerStepsFromLlamaCpp(["top_k", "typical"], "--samplers"), /--samplers: "typical" names no sampler; expected llama.cpp sampler names/);
+  assert.throws(() => samplerStepsFromLlamaCpp(["infill"], "--samplers"), /--samplers: "infill" \(infill\) is a sampler this library does not implement/);
+  assert.throws(() => samplerStepsFromLlamaCpp("ka", "samplers"), /"a" \(adaptive_p\) is a sampler this library does not implement/);
+});
+
+test("samplerOrder: anything but \"llama.cpp\", \"transformers\" or a list of steps is refused naming the option", () => {
   for (const bad of ["hf", "", 1, null]) {
     assert.throws(() => resolveSamplingOptions({ samplerOrder: bad as never }), (e: unknown) => {
       assert.ok(e instanceof OptionError);
       assert.equal(e.option, "samplerOrder");
-      assert.equal(e.message, `sampling option samplerOrder = ${typeof bad === "string" ? JSON.stringify(bad) : String(bad)}: expected "llama.cpp" or "transformers"`);
+      assert.equal(e.message, `sampling option samplerOrder = ${typeof bad === "string" ? JSON.stringify(bad) : String(bad)}: expected "llama.cpp" or "transformers", or a list of steps (penalties, temperature, topK, topP, minP, typicalP)`);
       return true;
     });
   }

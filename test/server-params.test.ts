@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import OpenAI from "openai";
 import type { ChatMessage } from "../src/chat/index.js";
+import type { SamplingOptions } from "../src/sampling/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { post, serveStories, skipStories as skip } from "./helpers/serve.js";
 
@@ -654,5 +655,52 @@ describe("participant names on stories260K", { skip: skip || skipWithoutJinja2 }
     const r = await client.chat.completions.create({ model: "stories260K", messages: sent, max_tokens: 6, temperature: 0 });
     assert.equal(r.usage!.prompt_tokens, tokens.length);
     assert.equal(r.choices[0]!.message.content, want.completion);
+  });
+  test("llama-server's `samplers` (names or letters) sets the chain's order, a sampler left out does not run; `min_keep` is heeded; `timings_per_token` true is refused (all three were ignored)", async () => {
+    // the judge: llama.cpp's common_sampler_init builds the chain from exactly the list
+    // params_from_json_cmpl reads (common_sampler_types_from_names / _from_chars), and passes min_keep
+    // to top-p, min-p and typical-p
+    const once = { prompt: "Once upon a time", max_tokens: 8 };
+    const text = async (extra: Record<string, unknown>) => {
+      const r = await post(`${s.url}/v1/completions`, { ...once, ...extra });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      return r.json.choices[0].text as string;
+    };
+    const greedy = await text({ temperature: 0 });
+    const hot = { temperature: 2, top_k: 1, top_p: 1, min_p: 0, seed: 7 };
+    // top-k 1 in the chain: the argmax, whatever the temperature; left out of it, a draw at temperature 2
+    assert.equal(await text({ ...hot, samplers: "kt" }), greedy);
+    assert.equal(await text({ ...hot, samplers: ["top_k", "temperature"] }), greedy);
+    assert.notEqual(await text({ ...hot, samplers: "t" }), greedy);
+    // temperature before or after top-p: each reply is the library's with that order
+    const cut = { temperature: 2, top_k: 0, top_p: 0.8, min_p: 0, seed: 1 };
+    const lib = async (samplerOrder: SamplingOptions["samplerOrder"], more: SamplingOptions = {}) =>
+      (await s.model.generate(once.prompt, { maxTokens: 8, temperature: 2, topK: 0, topP: 0.8, minP: 0, seed: 1, samplerOrder, ...more })).completion;
+    const pt = await text({ ...cut, samplers: "pt" });
+    const tp = await text({ ...cut, samplers: ["temp", "nucleus"] });
+    assert.equal(pt, await lib(["topP", "temperature"]));
+    assert.equal(tp, await lib(["temperature", "topP"]));
+    assert.notEqual(pt, tp);
+    // min_keep: top-p 0 keeps the top token alone, unless min_keep asks for more
+    const narrow = { temperature: 2, top_k: 0, top_p: 0, min_p: 0, seed: 7 };
+    assert.equal(await text(narrow), greedy);
+    assert.equal(await text({ ...narrow, min_keep: 20 }), await lib("llama.cpp", { topP: 0, seed: 7, minKeep: 20 }));
+    assert.notEqual(await text({ ...narrow, min_keep: 20 }), greedy);
+    // llama.cpp's web UI's default list (DRY, top-n-sigma and XTC off) is taken
+    assert.equal(await text({ temperature: 0, samplers: "edskypmxt" }), greedy);
+    for (const [extra, param, re] of [
+      [{ samplers: "kq" }, "samplers", /^'samplers': "q" names no sampler; expected letters of edskypmxtia$/],
+      [{ samplers: ["top_k", "infill"] }, "samplers", /"infill" \(infill\) is a sampler this library does not implement/],
+      [{ samplers: 3 }, "samplers", /'samplers' must be a list of sampler names or a string of sampler letters, got 3/],
+      [{ samplers: "tke", repeat_penalty: 1.3 }, "samplers", /"penalties" first or left out/],
+      [{ min_keep: -1 }, "min_keep", /'min_keep' must be an integer in 0\.\.inf, got -1/],
+      [{ timings_per_token: true }, "timings_per_token", /^'timings_per_token' true asks for per-token timings this server does not send/],
+    ] as const) {
+      const r = await post(`${s.url}/v1/completions`, { ...once, ...extra });
+      assert.equal(r.status, 400, JSON.stringify(r.json));
+      assert.equal(r.json.error.param, param, r.json.error.message);
+      assert.match(r.json.error.message, re);
+    }
+    assert.equal(await text({ temperature: 0, timings_per_token: false }), greedy);
   });
 });

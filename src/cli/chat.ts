@@ -50,8 +50,8 @@ Options:
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
   --max-tokens N        most tokens per reply (default: the model's max_new_tokens, else 256; -1 or
                         -2: no limit but the context)
-  --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --repeat-penalty R,
-  --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
+  --temperature T, --top-k K, --top-p P, --min-p P, --typical-p P, --samplers LIST, --sampling-seq SEQ, --sampler-seq SEQ,
+  --min-keep N, --repeat-penalty R, --repeat-last-n N, --frequency-penalty F, --presence-penalty P, --seed S, --stop STR,
   --logit-bias ID=BIAS, --ignore-eos, --no-escape, --escape, --threads N, --backend NAME, --ctx-size N|auto|0,
   --memory-margin SIZE, --quantize Q, --cache-type-k T, --cache-type-v T, --flash-attn on|off|auto, --no-warmup: as in generate
   --timings             print each reply's timings and the seed (one for the whole conversation) to stderr

@@ -10,8 +10,8 @@ import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
 import { memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
-import { formatBytes } from "../units/index.js";
-import { randomSeed } from "../sampling/index.js";
+import { formatBytes, OptionError } from "../units/index.js";
+import { randomSeed, samplerStepsFromLlamaCpp, type SamplerStep } from "../sampling/index.js";
 import { MODEL_MEANING, backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 
@@ -37,6 +37,12 @@ Options:
   --top-p P             nucleus sampling; >= 1 = off, <= 0 keeps only the top token (default 0.95)
   --min-p P             drop tokens below P x the top probability; <= 0 = off, > 1 keeps the one top token (default 0.05)
   --typical-p P         locally typical sampling; >= 1 = off (default 1)
+  --samplers LIST       the sampler chain, in order, as llama.cpp's: names split by ";" (penalties, top_k, typ_p,
+                        top_p, min_p, temperature; dry, top_n_sigma and xtc, off here, are skipped); one left out
+                        does not run (default penalties;top_k;typ_p;top_p;min_p;temperature)
+  --sampling-seq SEQ    the same chain one letter each (e k y p m t; d s x skipped), as llama.cpp's
+                        (--sampler-seq also; default ekypmt)
+  --min-keep N          top-p, min-p and typical-p keep at least N tokens (default 0: one)
   --repeat-penalty R    penalize the last --repeat-last-n tokens; 1 = off, must be > 0 (default 1)
   --repeat-last-n N     how many recent tokens the penalties look at (default 64; 0 = none; -1 = all, as older llama.cpp)
   --frequency-penalty F subtract F x a token's count in that window (default 0)
@@ -107,6 +113,10 @@ export const GENERATE_ARGS: OptionSpec = {
   "top-p": { type: "string" },
   "min-p": { type: "string" },
   "typical-p": { type: "string" },
+  samplers: { type: "string" },
+  "sampling-seq": { type: "string" },
+  "sampler-seq": { type: "string" },
+  "min-keep": { type: "string" },
   "repeat-penalty": { type: "string" },
   "repeat-last-n": { type: "string" },
   "frequency-penalty": { type: "string" },
@@ -431,6 +441,21 @@ function stopsFrom(values: ParsedValues): string[] | undefined {
   return escapesOption(values) ? stop?.map((s) => processEscapes(s, "--stop")) : stop;
 }
 
+/** --samplers a;b;c or --sampling-seq / --sampler-seq abc (one of them): llama.cpp's chain as the library's steps */
+function samplerOrderFrom(values: ParsedValues): SamplerStep[] | undefined {
+  const given = (["samplers", "sampling-seq", "sampler-seq"] as const).filter((f) => optionalString(values, f) !== undefined);
+  if (given.length > 1) throw new UsageError(`--${given[0]} and --${given[1]} both set the sampler chain; give one`);
+  const flag = given[0];
+  if (flag === undefined) return undefined;
+  const text = optionalString(values, flag)!;
+  try {
+    return samplerStepsFromLlamaCpp(flag === "samplers" ? text.split(";") : text, `--${flag}`);
+  } catch (e) {
+    if (e instanceof OptionError) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
 /** Sampling and stopping options shared by generate and chat. */
 export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
   const normalize = optionalString(values, "normalize");
@@ -444,6 +469,8 @@ export function generateOptionsFrom(values: ParsedValues): GenerateOptions {
     topP: clampedNumber(values, "top-p", 0, 1),
     minP: clampedNumber(values, "min-p", 0, 1),
     typicalP: clampedNumber(values, "typical-p", 0, 1),
+    minKeep: optionalNumber(values, "min-keep", { integer: true, min: 0 }),
+    samplerOrder: samplerOrderFrom(values),
     repeatPenalty: optionalNumber(values, "repeat-penalty", { above: 0 }),
     repeatLastN: optionalNumber(values, "repeat-last-n", { integer: true, min: -1 }),
     frequencyPenalty: optionalNumber(values, "frequency-penalty"),

@@ -1,5 +1,6 @@
 import type { LogitBias } from "./logit-processors.js";
 import { OptionError } from "../units/index.js";
+import { penaltiesActive } from "./logit-processors.js";
 import { randomSeed } from "./rng.js";
 
 export interface SamplingOptions {
@@ -25,12 +26,22 @@ export interface SamplingOptions {
   logitBias?: ReadonlyMap<number, number> | Readonly<Record<number, number>>;
   /** any safe integer, used modulo 2^32; -1 or none: a random one (-1 as llama.cpp's LLAMA_DEFAULT_SEED). The same seed gives the same tokens. */
   seed?: number;
-  /** the order of temperature and the filters (see SAMPLER_ORDERS); default "llama.cpp" */
-  samplerOrder?: SamplerOrder;
+  /** top-p, min-p and typical-p keep at least this many candidates, as llama.cpp's min_keep; default 0 (= 1: the best) */
+  minKeep?: number;
+  /**
+   * the order of temperature and the filters: a preset (see SAMPLER_ORDERS; default "llama.cpp"),
+   * or the chain itself as llama.cpp's --samplers sets it: the steps run in the order listed, a
+   * step left out does not run (without "temperature" the logits are not scaled, a temperature of
+   * 0 included), and "penalties", where listed, must come first (as llama.cpp's default chain
+   * places them); samplerStepsFromLlamaCpp reads llama.cpp's names and letters
+   */
+  samplerOrder?: SamplerOrder | readonly SamplerStep[];
 }
 
 /** one step of a sampler chain after logit bias and penalties, named by its option */
-export type SamplerStep = "temperature" | "topK" | "topP" | "minP" | "typicalP";
+export type SamplerStep = "penalties" | "temperature" | "topK" | "topP" | "minP" | "typicalP";
+
+const STEP_NAMES: readonly SamplerStep[] = ["penalties", "temperature", "topK", "topP", "minP", "typicalP"];
 
 /**
  * The orders a sampler applies temperature and the filters in (logit bias and penalties come
@@ -65,7 +76,9 @@ export interface ResolvedSamplingOptions {
   logitBias: LogitBias;
   /** the 32-bit seed in use (a random one when none was given) */
   seed: number;
-  samplerOrder: SamplerOrder;
+  minKeep: number;
+  /** a preset, or the chain as given (penalties only first, and only where they are on) */
+  samplerOrder: SamplerOrder | readonly SamplerStep[];
 }
 
 /** llama.cpp's common_params_sampling defaults */
@@ -79,6 +92,7 @@ export const DEFAULT_SAMPLING = {
   repeatLastN: 64,
   frequencyPenalty: 0,
   presencePenalty: 0,
+  minKeep: 0,
 } as const;
 
 /** the name of every sampling option */
@@ -125,10 +139,18 @@ function resolveLogitBias(bias: SamplingOptions["logitBias"]): LogitBias {
   return out;
 }
 
-function resolveOrder(order: unknown): SamplerOrder {
+function resolveOrder(order: unknown, penaltiesOn: boolean): SamplerOrder | readonly SamplerStep[] {
   if (order === undefined) return "llama.cpp";
   if (typeof order === "string" && Object.hasOwn(SAMPLER_ORDERS, order)) return order as SamplerOrder;
-  return fail("samplerOrder", Object.keys(SAMPLER_ORDERS).map((k) => JSON.stringify(k)).join(" or "), order);
+  if (!Array.isArray(order)) {
+    return fail("samplerOrder", `${Object.keys(SAMPLER_ORDERS).map((k) => JSON.stringify(k)).join(" or ")}, or a list of steps (${STEP_NAMES.join(", ")})`, order);
+  }
+  const bad = order.find((s) => !STEP_NAMES.includes(s as SamplerStep));
+  if (bad !== undefined) fail("samplerOrder", `steps among ${STEP_NAMES.join(", ")}`, bad);
+  // penalties read the logits by token id, which only the first step sees (llama.cpp's default chain puts them first)
+  const late = order.indexOf("penalties", 1) > 0;
+  if (late && penaltiesOn) fail("samplerOrder", `"penalties" first or left out: repeat/frequency/presence penalties apply before the other steps`, order.join(","));
+  return (order as SamplerStep[]).filter((s, i) => s !== "penalties" || (i === 0 && penaltiesOn));
 }
 
 /** validates options, fills in the defaults and picks a seed; throws an OptionError naming the option */
@@ -142,7 +164,7 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
   const d = DEFAULT_SAMPLING;
   const finite = (x: number) => Number.isFinite(x);
   const seed = num("seed", options.seed, NaN, Number.isSafeInteger, "a safe integer");
-  return {
+  const r = {
     temperature: num("temperature", options.temperature, d.temperature, (x) => x >= 0 && finite(x), "a finite number >= 0 (0 = greedy)"),
     topK: num("topK", options.topK, d.topK, (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0 (0 = disabled)"),
     topP: num("topP", options.topP, d.topP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
@@ -154,6 +176,7 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     presencePenalty: num("presencePenalty", options.presencePenalty, d.presencePenalty, finite, "a finite number (0 = disabled)"),
     logitBias: resolveLogitBias(options.logitBias),
     seed: Number.isNaN(seed) || seed === RANDOM_SEED ? randomSeed() : seed >>> 0,
-    samplerOrder: resolveOrder(options.samplerOrder),
+    minKeep: num("minKeep", options.minKeep, d.minKeep, (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0"),
   };
+  return { ...r, samplerOrder: resolveOrder(options.samplerOrder, penaltiesActive(r)) };
 }

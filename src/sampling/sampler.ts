@@ -35,13 +35,13 @@ export interface Sampler {
 }
 
 /** each step of a chain on the candidates, with its option's value */
-const STEPS: Record<SamplerStep, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
+const STEPS: Record<Exclude<SamplerStep, "penalties">, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
   temperature: (c, o) => applyTemperature(c, o.temperature),
   // transformers' TopKLogitsWarper keeps the ties of the k-th score; llama.cpp keeps exactly k
   topK: (c, o) => topK(c, o.topK, o.samplerOrder === "transformers"),
-  topP: (c, o) => topP(c, o.topP),
-  minP: (c, o) => minP(c, o.minP),
-  typicalP: (c, o) => typicalP(c, o.typicalP),
+  topP: (c, o) => topP(c, o.topP, o.minKeep),
+  minP: (c, o) => minP(c, o.minP, o.minKeep),
+  typicalP: (c, o) => typicalP(c, o.typicalP, o.minKeep),
 };
 
 /**
@@ -55,6 +55,10 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
   const rng = new Mt19937(o.seed);
   const c = createCandidates(0);
   let sampled = false;
+  const preset = typeof o.samplerOrder === "string";
+  const steps = typeof o.samplerOrder === "string" ? SAMPLER_ORDERS[o.samplerOrder] : o.samplerOrder;
+  // a chain without temperature draws from the unscaled logits even at temperature 0, as llama.cpp's does
+  const greedy = o.temperature <= 0 && (preset || steps.includes("temperature"));
 
   /** every processor of the chain, leaving the survivors in `c` (greedy: the argmax, p = 1) */
   function process(logits: Float32Array, history: ArrayLike<number>): void {
@@ -62,13 +66,11 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
     // candidates are in id order here, so c.logits is indexable by token id
     const row = c.logits;
     if (o.logitBias.size > 0) applyLogitBias(row, o.logitBias);
-    applyPenalties(row, history, o);
-    if (o.temperature <= 0) {
-      applyTemperature(c, 0);
-      softmaxCandidates(c);
-      return;
-    }
-    for (const step of SAMPLER_ORDERS[o.samplerOrder]) STEPS[step](c, o);
+    // a preset always applies the penalties first; a chain where it lists them (only first: see resolveOrder)
+    if (preset || steps[0] === "penalties") applyPenalties(row, history, o);
+    if (greedy && preset) applyTemperature(c, 0);
+    else for (const step of steps) if (step !== "penalties") STEPS[step](c, o);
+    if (greedy) softmaxCandidates(c);
   }
 
   return {
@@ -76,14 +78,14 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
     sample(logits: Float32Array, history: ArrayLike<number>): number {
       sampled = false;
       process(logits, history);
-      const token = o.temperature <= 0 ? c.ids[0]! : drawCandidate(c, rng);
+      const token = greedy ? c.ids[0]! : drawCandidate(c, rng);
       sampled = true;
       return token;
     },
     distribution(logits: Float32Array, history: ArrayLike<number>): TokenProbabilities {
       sampled = false;
       process(logits, history);
-      if (o.temperature > 0) softmaxCandidates(c);
+      if (!greedy) softmaxCandidates(c);
       sampled = true;
       return { ids: c.ids.subarray(0, c.size), probs: c.probs.subarray(0, c.size) };
     },

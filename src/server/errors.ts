@@ -32,6 +32,7 @@ export function invalid(param: string, message: string, code: string | null = "i
 const PARAM_OF: Record<string, string> = {
   temperature: "temperature", topK: "top_k", topP: "top_p", minP: "min_p", typicalP: "typical_p", repeatPenalty: "repetition_penalty",
   repeatLastN: "repeat_last_n", frequencyPenalty: "frequency_penalty", presencePenalty: "presence_penalty", logitBias: "logit_bias", seed: "seed",
+  minKeep: "min_keep", samplerOrder: "samplers",
 };
 
 /** the request field that holds a JSON response_format's schema: what a fault of the schema names, as OpenAI names a nested parameter by its full path */

@@ -1,5 +1,7 @@
 import type { GenerateOptions } from "../generation/index.js";
 import { strictSchemaProblem } from "../sampling/constraints/index.js";
+import { samplerStepsFromLlamaCpp, type SamplerStep } from "../sampling/index.js";
+import { OptionError } from "../units/index.js";
 import { invalid, SCHEMA_PARAM, schemaFaultParam } from "./errors.js";
 
 /** A parsed JSON request body. */
@@ -133,6 +135,28 @@ function refuseUnsupported(body: Body): void {
   if (other !== undefined) throw invalid("modalities", `'modalities' may hold only "text": this server answers text, not ${describe(other)}`, "unsupported_parameter");
 }
 
+/**
+ * llama-server's `samplers`: the chain's order, a list of sampler names or a string of letters
+ * (params_from_json_cmpl: common_sampler_types_from_names / _from_chars); left unread, a client's
+ * order went unheeded
+ */
+function samplersOf(body: Body): readonly SamplerStep[] | undefined {
+  const v = body["samplers"];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "string" && !(Array.isArray(v) && v.every((n) => typeof n === "string"))) throw invalid("samplers", `'samplers' must be a list of sampler names or a string of sampler letters, got ${describe(v)}`, "invalid_type");
+  try {
+    return samplerStepsFromLlamaCpp(v as string | string[], "'samplers'");
+  } catch (e) {
+    if (e instanceof OptionError) throw invalid("samplers", e.message);
+    throw e;
+  }
+}
+
+/** llama-server's `timings_per_token` (a timings object in every stream chunk): not made here, so asking for it is refused rather than ignored */
+function refuseTimingsPerToken(body: Body): void {
+  if (optBoolean(body, "timings_per_token") === true) throw invalid("timings_per_token", "'timings_per_token' true asks for per-token timings this server does not send: leave it out, or send false (the reply's last chunk carries 'timings')", "unsupported_parameter");
+}
+
 /** `metadata`, as OpenAI's reference defines it: up to 16 pairs, keys of up to 64 characters, string values of up to 512 */
 function metadataOf(body: Body): void {
   const v = optObject(body, "metadata");
@@ -254,6 +278,7 @@ export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
  */
 export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
   refuseUnsupported(body);
+  refuseTimingsPerToken(body);
   optString(body, "user");
   // (OpenAI's processing tier: one server, one tier here, but a malformed one is the request's 400, as OpenAI's)
   optString(body, "service_tier");
@@ -279,6 +304,8 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false,
     repeatLastN: optNumber(body, "repeat_last_n", { integer: true, min: -1 }),
     logitBias: logitBiasOf(body, vocabSize, encodeText),
     seed,
+    minKeep: optNumber(body, "min_keep", { integer: true, min: 0 }),
+    samplerOrder: samplersOf(body),
     stop: stopOf(body),
     n: optNumber(body, "n", { integer: true, min: 1, max: 128 }),
     ignoreEos: optBoolean(body, "ignore_eos"),
