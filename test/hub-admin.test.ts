@@ -718,6 +718,30 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
 });
 
+test("Ctrl-C or SIGTERM while tsllm generate or serve downloads its --model stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143", async () => {
+  for (const [command, args, signal, status, seed] of [["generate", ["--prompt", "hi"], "SIGINT", 130, 15], ["serve", ["--port", "0"], "SIGTERM", 143, 16]] as const) {
+    const cache = join(dir, `interrupted-${command}`);
+    const big: FakeFile = { path: "int-Q8_0.gguf", content: randomBytes(2_000_000, seed) };
+    hub.add({ repo: `acme/int-${command}`, commit: C1, files: [big] });
+    hub.stallMidway.set(sha256(big.content), 1); // it stops mid-file, holding its locks, until stopped
+    const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
+    const partial = join(cache, `models--acme--int-${command}`, "blobs", `${blobName(big)}.incomplete`);
+    const run = spawnTsllm([command, "--model", `acme/int-${command}:Q8_0`, ...args], env);
+    try {
+      await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, `tsllm ${command}'s download reaching the middle of its file`, run.child);
+    } finally {
+      run.child.kill(signal);
+    }
+    const { code, stderr } = await run.closed;
+    assert.equal(code, status, stderr);
+    assert.match(stderr, new RegExp(`\\ntsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\\n$`));
+    const locks = join(cache, ".locks", `models--acme--int-${command}`);
+    assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], `tsllm ${command} leaves no lock behind`);
+    assert.equal(statSync(partial).size, 1_000_000, "the part fetched is kept");
+    hub.stallMidway.delete(sha256(big.content));
+  }
+});
+
 test("a download that waited for another and took over from it once it was killed leaves none of the dead one's locks behind", async () => {
   const cache = join(dir, "took-over");
   const gguf: FakeFile = { path: "over-Q8_0.gguf", content: randomBytes(5_000, 14) };

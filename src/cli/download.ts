@@ -1,11 +1,8 @@
 import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
 import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError, type ParsedValues } from "./args.js";
-import { EXIT_INTERRUPTED } from "./generate.js";
+import { interruptibleDownload } from "./interrupt.js";
 import { revisionOption } from "./rm.js";
-
-/** the status of a download SIGTERM ended: 128 + 15, as the signal's own */
-const EXIT_TERMINATED = 143;
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
                       [--token T] [--source hf|modelscope] [--cache DIR] [--offline] [--quiet] [--json]
@@ -55,28 +52,8 @@ export async function runDownload(argv: string[]): Promise<number | undefined> {
   if (positionals.length !== 1) throw new UsageError(`download expects one model reference (org/name), got ${positionals.length}`);
   const source = optionalString(values, "source") ?? "hf";
   if (source !== "hf" && source !== "modelscope") throw new UsageError(`--source expects hf or modelscope, got "${source}"`);
-  // Ctrl-C (or a service manager's SIGTERM) stops the transfers and lets go of the locks, so no
-  // lock is left behind and the partial files are kept to resume; a second one quits at once
-  const interrupt = new AbortController();
-  let status: number | undefined;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (status !== undefined) process.exit(status);
-    status = signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
-    interrupt.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  let result;
-  try {
-    result = await download(positionals[0]!, values, source as HubSourceName, interrupt.signal);
-  } catch (e) {
-    if (status === undefined) throw e;
-    process.stderr.write("tsllm download: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n");
-    return status;
-  } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
-  }
+  // Ctrl-C (or a service manager's SIGTERM) stops the transfers and lets go of the locks, as in every command that downloads
+  const result = await interruptibleDownload("download", (signal) => download(positionals[0]!, values, source as HubSourceName, signal));
   // the hub unreachable, the cache served as it is: said, so a snapshot the hub has moved on from is no surprise
   if (result.hubFailure) process.stderr.write(`tsllm download: the hub could not answer (${result.hubFailure}); the cached snapshot ${result.snapshotDir} is used as it is\n`);
   if (flag(values, "json")) {

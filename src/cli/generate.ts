@@ -14,6 +14,7 @@ import { formatBytes, OptionError } from "../units/index.js";
 import { randomSeed, samplerStepsFromLlamaCpp, type SamplerStep } from "../sampling/index.js";
 import { MODEL_MEANING, backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
+import { EXIT_INTERRUPTED, resolveInterruptibly } from "./interrupt.js";
 
 export const generateHelp = `Usage: tsllm generate --model MODEL (--prompt TEXT | --file FILE | < FILE) [options]
 
@@ -206,8 +207,8 @@ function constraintFrom(values: ParsedValues): Pick<GenerateOptions, "grammar" |
   return regex !== undefined ? { regex } : {};
 }
 
-/** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
-export const EXIT_INTERRUPTED = 130;
+// (defined beside the Ctrl-C handling of a download, which every command that downloads shares)
+export { EXIT_INTERRUPTED };
 
 export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, GENERATE_OPTIONS);
@@ -246,7 +247,9 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const width = Math.max(options.numBeams ?? 1, options.n ?? 1);
   const widthFlag = (options.numBeams ?? 1) > 1 ? "--num-beams" : (options.n ?? 1) > 1 ? "--n" : undefined;
   // --ctx-size 0: the model's trained context; a draft model shares it
-  const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
+  const loadFlags = loadOptionsFrom(values);
+  // a hub reference is downloaded here, where Ctrl-C stops it as it stops tsllm download
+  const { path, options: loadOptions } = await withTrainedContext(await resolveInterruptibly("generate", modelPath), loadFlags);
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width;
   // and the draft's weights, scratch and cache come off what the pool may take (one account)

@@ -1,11 +1,11 @@
 import { loadsAsEncoder } from "../formats/index.js";
-import { resolveModelReference } from "../hub/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
+import { downloadInProgress, resolveInterruptibly } from "./interrupt.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -17,7 +17,8 @@ POST /v1/embeddings (OpenAI's shape, encoding_format float or base64; token ids;
 truncate) and llama-server's POST /embedding instead of completions.
 Concurrent requests are batched by the engine. SIGTERM / SIGINT / SIGHUP drain the requests in flight
 (those still queued are answered 503 with Retry-After at once), then exit 0; during loading they exit 0
-at once; a second one exits 1 at once.
+at once, but while a hub --model downloads SIGTERM / SIGINT stop it as tsllm download's Ctrl-C does
+(the part fetched kept, exit 143 / 130); a second one exits 1 at once.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
@@ -146,7 +147,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const stopped = stopSignals();
   // a draft model not found is named by its flag before the model loads
   const draftFile = draftRef === undefined ? undefined : modelNamedBy("--draft-model", draftRef);
-  const target = Promise.all([resolveModelReference(modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
+  const target = Promise.all([resolveInterruptibly("serve", modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
     loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
   const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }));
@@ -202,6 +203,8 @@ function stopSignals(): Promise<string> {
     let first: string | undefined;
     for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
       process.on(signal, () => {
+        // while --model downloads, its own handler stops it (interruptibleDownload: locks let go, exit 130 / 143)
+        if (signal !== "SIGHUP" && downloadInProgress()) return;
         if (first !== undefined) {
           process.stderr.write(`tsllm serve: ${signal} again: exiting now\n`);
           process.exit(1);

@@ -189,16 +189,22 @@ async function withRetries<T>(what: () => Promise<T>, options: DownloadOptions):
   }
 }
 
+/**
+ * Runs `fn` on the items, `concurrency` at once; the first failure stops new ones and is thrown
+ * once the others running have ended: a caller that exits on it (Ctrl-C) must find every file's
+ * lock let go, not workers still holding theirs.
+ */
 async function pool<T>(items: readonly T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  let failed = false;
+  let failure: { error: unknown } | undefined;
   const worker = async () => {
-    while (!failed && next < items.length) {
+    while (!failure && next < items.length) {
       const item = items[next++]!;
-      try { await fn(item); } catch (e) { failed = true; throw e; }
+      try { await fn(item); } catch (e) { failure ??= { error: e }; }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+  if (failure) throw failure.error;
 }
 
 /**

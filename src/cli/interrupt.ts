@@ -1,0 +1,47 @@
+import { resolveModelReference } from "../hub/index.js";
+
+/** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
+export const EXIT_INTERRUPTED = 130;
+/** the status of a run SIGTERM ended: 128 + 15, as the signal's own */
+export const EXIT_TERMINATED = 143;
+
+/** downloads running under interruptibleDownload now: a command's own stop handling (serve's) leaves a signal to it meanwhile */
+let downloading = 0;
+export const downloadInProgress = (): boolean => downloading > 0;
+
+/**
+ * Runs a hub download (`download` passes the signal on) so that Ctrl-C, or a service manager's
+ * SIGTERM, stops its transfers and lets go of its locks, says in one line that what was fetched
+ * (a file's part included) is kept for the next run to resume, and ends the process 130 / 143.
+ * A second signal quits at once. Every command that downloads goes through here, so each stops
+ * a download the same way (killed by the signal, a command left its locks and said nothing).
+ */
+export async function interruptibleDownload<T>(command: string, download: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const interrupt = new AbortController();
+  let status: number | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (status !== undefined) process.exit(status);
+    status = signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
+    interrupt.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  downloading++;
+  try {
+    return await download(interrupt.signal);
+  } catch (e) {
+    if (status === undefined) throw e;
+    // (the download has let go of its locks when it rejects; written before the exit: stderr on a pipe is asynchronous outside Linux)
+    await new Promise<void>((done) => process.stderr.write(`tsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n`, () => done()));
+    process.exit(status);
+  } finally {
+    downloading--;
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+/** --model resolved (a hub reference downloaded, or found in the cache) under interruptibleDownload */
+export function resolveInterruptibly(command: string, ref: string): Promise<string> {
+  return interruptibleDownload(command, (signal) => resolveModelReference(ref, { signal }));
+}
