@@ -1,4 +1,4 @@
-import { chatFormatterFor, checkChatArguments, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
+import { chatFormatterFor, checkChatArguments, type ChatTemplateChoice, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planDraft, planFits, planMemory, type Admission, type LoadedMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
@@ -123,6 +123,8 @@ export interface ChatOptions extends GenerateOptions {
   system?: string;
   /** template source to use instead of the model's own chat template (with `where`, what its errors name) */
   chatTemplate?: string | ChatTemplateSource;
+  /** which of the model's own chat templates to use ("default", "tool_use", "rag"...: a GGUF's tokenizer.chat_template.<name>, a folder's named ones), as transformers' apply_chat_template takes a name */
+  chatTemplateName?: string;
   /** let special-token text inside messages become special tokens (by default message content is plain text) */
   parseSpecialInContent?: boolean;
 }
@@ -375,9 +377,9 @@ export class Model {
   }
 
   /** The model's chat template bound to its tokenizer (parsed once); throws when the model has none. */
-  chatFormatter(chatTemplate?: string | ChatTemplateSource): ChatFormatter {
+  chatFormatter(chatTemplate?: string | ChatTemplateSource, choice?: ChatTemplateChoice): ChatFormatter {
     const override = typeof chatTemplate === "string" ? { source: chatTemplate, where: "the chatTemplate option" } : chatTemplate;
-    return chatFormatterFor(this.tokenizer, override);
+    return chatFormatterFor(this.tokenizer, override, choice);
   }
 
   /** Renders the conversation with the chat template and generates the assistant's reply. */
@@ -390,8 +392,8 @@ export class Model {
     // a disposed model says so, not that its chat template is missing or bad
     this.assertUsable();
     checkChatArguments(messages, options);
-    const { system, chatTemplate, parseSpecialInContent, ...rest } = options;
-    const formatter = this.chatFormatter(chatTemplate);
+    const { system, chatTemplate, chatTemplateName, parseSpecialInContent, ...rest } = options;
+    const formatter = this.chatFormatter(chatTemplate, { name: chatTemplateName });
     const conversation = withSystem(messages, system).map((m) => ({ ...m, content: mapContentText(m.content, (t) => normalizePrompt(t, rest.normalize)) }));
     return this.stream(formatter.encode(conversation, undefined, { parseSpecialInContent }), { ...rest, stopTokens: [...formatter.endOfTurnIds, ...(rest.stopTokens ?? [])] });
   }

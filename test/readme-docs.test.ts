@@ -56,7 +56,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   temperature: true, topK: true, topP: true, minP: true, typicalP: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,
   presencePenalty: true, logitBias: true, seed: true, samplerOrder: true, minKeep: true,
 };
-const CHAT_ONLY_OPTIONS: Record<Exclude<keyof ChatOptions, keyof GenerateOptions>, true> = { system: true, chatTemplate: true, parseSpecialInContent: true };
+const CHAT_ONLY_OPTIONS: Record<Exclude<keyof ChatOptions, keyof GenerateOptions>, true> = { system: true, chatTemplate: true, chatTemplateName: true, parseSpecialInContent: true };
 const LOAD_OPTIONS: Record<keyof LoadModelOptions, true> = {
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
   availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,

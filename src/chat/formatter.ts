@@ -326,21 +326,56 @@ const cache = new WeakMap<Tokenizer, Map<string, ChatFormatter>>();
 export class NoChatTemplateError extends ChatTemplateError {
   override name = "NoChatTemplateError";
   readonly reason: string;
-  /** `reason`: why the template the model names gives none (tokenizer_config.json's chat_template of the wrong kind) */
-  constructor(reason = "the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json)") {
+  /** the model's templates a chat can name instead (chatTemplateNames), when it has named ones */
+  readonly names: readonly string[];
+  /** `reason`: why the template the model names gives none (tokenizer_config.json's chat_template of the wrong kind, only named ones) */
+  constructor(reason = "the model has no chat template (no tokenizer.chat_template in the GGUF, no chat_template in tokenizer_config.json)", names: readonly string[] = []) {
     super("");
     this.reason = reason;
-    this.message = `${this.reason}; give one with the chatTemplate option`;
+    this.names = names;
+    this.message = `${this.reason}; give one with the chatTemplate option${names.length > 0 ? " or name one with chatTemplateName" : ""}`;
   }
+}
+
+/** which of a model's templates a chat uses: one named, or the one its tools ask for */
+export interface ChatTemplateChoice {
+  /** the name of one of the model's templates ("default", "tool_use", "rag"...), as transformers' apply_chat_template takes a name in chat_template */
+  readonly name?: string;
+  /** the chat passes tools: the model's "tool_use" template is used when it has one, as transformers and llama.cpp choose it */
+  readonly tools?: boolean;
+}
+
+/** every name a chat can give for the model's templates ("default" when it has one), sorted */
+export function chatTemplateNames(tokenizer: Tokenizer): string[] {
+  return [...(tokenizer.chatTemplate ? ["default"] : []), ...(tokenizer.namedChatTemplates?.keys() ?? [])].sort();
+}
+
+/**
+ * The model's template a chat uses, chosen as transformers' get_chat_template chooses it: the one
+ * named; else "tool_use" when tools are given and the model has it (llama.cpp's common_chat_templates
+ * does the same); else the default. Throws NoChatTemplateError naming the templates there are.
+ */
+function chosenTemplate(tokenizer: Tokenizer, choice: ChatTemplateChoice): ChatTemplateSource {
+  const named = tokenizer.namedChatTemplates;
+  if (choice.name !== undefined) {
+    const found = choice.name === "default" ? tokenizer.chatTemplate : named?.get(choice.name);
+    if (found) return found;
+    const names = chatTemplateNames(tokenizer);
+    throw new NoChatTemplateError(`the model has no chat template named ${JSON.stringify(choice.name)} (its templates: ${names.map((n) => JSON.stringify(n)).join(", ") || "none"})`, names);
+  }
+  const toolUse = choice.tools ? named?.get("tool_use") : undefined;
+  const found = toolUse ?? tokenizer.chatTemplate;
+  if (!found) throw new NoChatTemplateError(tokenizer.chatTemplateProblem, chatTemplateNames(tokenizer));
+  return found;
 }
 
 /**
  * The chat formatter of a model, parsed once per tokenizer and template. `override` replaces the
- * model's own template (e.g. a --chat-template file). Throws NoChatTemplateError when the model has none.
+ * model's own templates (e.g. a --chat-template file); else `choice` picks one of them
+ * (chosenTemplate). Throws NoChatTemplateError when the model has none to use.
  */
-export function chatFormatterFor(tokenizer: Tokenizer, override?: ChatTemplateSource): ChatFormatter {
-  const found = override ?? tokenizer.chatTemplate;
-  if (!found) throw new NoChatTemplateError(tokenizer.chatTemplateProblem);
+export function chatFormatterFor(tokenizer: Tokenizer, override?: ChatTemplateSource, choice: ChatTemplateChoice = {}): ChatFormatter {
+  const found = override ?? chosenTemplate(tokenizer, choice);
   let byTemplate = cache.get(tokenizer);
   if (!byTemplate) cache.set(tokenizer, (byTemplate = new Map()));
   let f = byTemplate.get(found.source);

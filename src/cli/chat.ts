@@ -5,7 +5,7 @@ import { DEFAULT_MAX_TOKENS, loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { MODEL_MEANING, flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
-import { asUsageError, chatTemplateFrom, EXIT_INTERRUPTED, GENERATE_ARGS, MAX_CONTEXT, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
+import { asUsageError, chatTemplateFrom, chatTemplateNameFrom, EXIT_INTERRUPTED, GENERATE_ARGS, MAX_CONTEXT, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 /**
  * The longest line read as one message from a pipe: four bytes a token of the longest context a
@@ -47,6 +47,7 @@ Options:
   --model MODEL         GGUF file or Hugging Face model folder (required)
   --system TEXT         system prompt
   --chat-template FILE  Jinja chat template to use instead of the model's own
+  --chat-template-name NAME  which of the model's own templates to use: default, tool_use, rag...
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
   --max-tokens N        most tokens per reply (default: the model's max_new_tokens, else 256; -1 or
                         -2: no limit but the context)
@@ -104,6 +105,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const options = generateOptionsFrom(values);
   const system = optionalString(values, "system");
   const chatTemplate = chatTemplateFrom(values);
+  const chatTemplateName = chatTemplateNameFrom(values);
   const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
   // its refusals in chat's flags (--ctx-size, --cache-type-k / --cache-type-v), as generate and serve word them
   const model = await loadModel(path, loadOptions).catch(loadRefusalInFlagWords);
@@ -138,7 +140,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
     input?.push({ kind: "interrupt" }, true);
   };
   try {
-    const formatter = model.chatFormatter(chatTemplate); // no template: fail now, before the first message
+    const formatter = model.chatFormatter(chatTemplate, { name: chatTemplateName }); // no template: fail now, before the first message
     // a template without a system role: --system goes before the first user message (llama.cpp's polyfill)
     let mergeSystem = false;
     if (system !== undefined) {
@@ -226,7 +228,7 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
       let result;
       try {
         // the conversation as the template takes it; the system prompt already in it when merged
-        const it = startStream(() => model.streamChat(conversation(history), { ...options, chatTemplate, signal: controller.signal }), remedies);
+        const it = startStream(() => model.streamChat(conversation(history), { ...options, chatTemplate, chatTemplateName, signal: controller.signal }), remedies);
         for (;;) {
           const r = await it.next().catch((e: unknown) => asUsageError(e, remedies));
           if (r.done) { result = r.value; break; }

@@ -73,6 +73,7 @@ Options:
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
   --chat-template FILE  Jinja chat template to use instead of the model's own (with --chat)
+  --chat-template-name NAME  which of the model's own templates to use: default, tool_use, rag... (with --chat)
   --normalize FORM      Unicode-normalize the prompt first: none (default), nfc, or nfkc (full-width -> half-width)
   --logprobs K          report each token's log-probability and the top K alternatives (needs --json)
   --logit-bias ID=BIAS  add BIAS to token ID's logit (repeatable; -inf bans the token)
@@ -140,6 +141,7 @@ export const GENERATE_ARGS: OptionSpec = {
   chat: { type: "boolean" },
   system: { type: "string" },
   "chat-template": { type: "string" },
+  "chat-template-name": { type: "string" },
   normalize: { type: "string" },
   ...ESCAPE_ARGS,
 };
@@ -214,7 +216,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const values = parse(argv, GENERATE_OPTIONS);
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model", MODEL_MEANING);
-  if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined)) throw new UsageError("--system and --chat-template need --chat");
+  if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined || values["chat-template-name"] !== undefined)) throw new UsageError("--system, --chat-template and --chat-template-name need --chat");
   const draftPath = optionalString(values, "draft-model");
   const draftQuantize = draftQuantizeFrom(values);
   if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
@@ -275,7 +277,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   try {
     const streamOptions = { ...options, signal: interrupt.signal };
     const it = startStream(() => flag(values, "chat")
-      ? model.streamChat([{ role: "user", content: prompt }], { ...streamOptions, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values) })
+      ? model.streamChat([{ role: "user", content: prompt }], { ...streamOptions, system: optionalString(values, "system"), chatTemplate: chatTemplateFrom(values), chatTemplateName: chatTemplateNameFrom(values) })
       : model.stream(prompt, streamOptions), remedies);
     let result;
     let header = -1;
@@ -678,9 +680,17 @@ function quantizeFrom(values: ParsedValues): LoadModelOptions["quantize"] {
   return q;
 }
 
+/** --chat-template-name: one of the model's own templates by name (ChatOptions.chatTemplateName) */
+export function chatTemplateNameFrom(values: ParsedValues): string | undefined {
+  const name = optionalString(values, "chat-template-name");
+  if (name === "") throw new UsageError("--chat-template-name is empty: give the name of one of the model's chat templates (default, tool_use...)");
+  return name;
+}
+
 /** The --chat-template file's text, if given, named by the flag in errors. */
 export function chatTemplateFrom(values: ParsedValues): ChatTemplateSource | undefined {
   const file = optionalString(values, "chat-template");
   if (file === undefined) return undefined;
+  if (values["chat-template-name"] !== undefined) throw new UsageError("--chat-template-name names one of the model's own templates; --chat-template replaces them: give one of the two");
   return { source: readTextFile(file, "--chat-template"), where: `--chat-template ${file}` };
 }

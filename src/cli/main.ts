@@ -84,7 +84,7 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
     // the library's error names its chatTemplate option; here the remedy is the flag
-    const message = err instanceof NoChatTemplateError ? `${err.reason}; give one with --chat-template FILE` : err instanceof Error ? err.message : String(err);
+    const message = err instanceof NoChatTemplateError ? `${err.reason}; give one with --chat-template FILE${err.names.length > 0 ? " or name one with --chat-template-name NAME" : ""}` : err instanceof Error ? err.message : String(err);
     const usage = err instanceof UsageError;
     process.stderr.write(`tsllm: error: ${printable(message)}\n`);
     if (wantsJson(process.argv.slice(2))) process.stdout.write(JSON.stringify({ error: { message, type: usage ? "usage_error" : "error" } }) + "\n");

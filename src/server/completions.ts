@@ -178,9 +178,10 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
 /** what a chat request shows its template: the messages (tools' turns written as it reads them), variables, tools and where the prompt ends */
 function chatInputOf(ctx: ServeContext, body: Body) {
   const messages = messagesOf(body);
-  const formatter = ctx.formatter();
-  const source = formatter.template.source;
   const requested = toolsOf(body);
+  // a request with tools gets the model's "tool_use" template where it has one, as llama-server and transformers choose it
+  const formatter = ctx.formatter(requested !== undefined);
+  const source = formatter.template.source;
   // the request's own variables (Qwen3's enable_thinking, a template's custom ones) may replace the server's (firefunction's date)
   const variables = { ...templateVariablesOf(source, requested), ...templateKwargsOf(body, ctx.templateKwargs) };
   const toolsGiven = requested && withTemplateParallel(body, requested, source, () => formatter.writesParallelCalls(variables));

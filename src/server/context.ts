@@ -22,8 +22,8 @@ export interface ServeContext {
   readonly templateKwargs: Readonly<Record<string, unknown>>;
   /** the draft model the requests that can draft with (ServeOptions.draftModel), and the tokens it proposes a round (undefined: the engine's default) */
   readonly draft?: { readonly model: Model; readonly tokens: number | undefined };
-  /** the chat template (throws a 400 when the model has none) */
-  formatter(): ChatFormatter;
+  /** the chat template, the model's "tool_use" one for a request with tools where it has one (throws a 400 when the model has none to use) */
+  formatter(tools?: boolean): ChatFormatter;
   /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */
   admit(widths: readonly number[]): void;
   /** throws a 400 naming the prompt parameter when `prompts` prompts of n choices each could never be taken, even by an idle server (checked before they are tokenized) */

@@ -527,14 +527,16 @@ export class OpenAIServer {
     if (!model) throw this.loadError ? internal(this.loadError) : new ApiError(503, "the model is still loading", "server_error", null, "model_loading", { "Retry-After": "1" });
     if (this.context) return this.context;
     const id = this.modelId(model);
-    let formatter: ChatFormatter | undefined;
+    const formatters = new Map<boolean, ChatFormatter>();
     this.context = {
       model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer), settings: this.settings,
       ...(this.draft ? { draft: { model: this.draft, tokens: this.options.draftTokens } } : {}),
       templateKwargs: { ...this.options.chatTemplateKwargs },
-      formatter: () => {
+      formatter: (tools = false) => {
         try {
-          return (formatter ??= model.chatFormatter(this.options.chatTemplate));
+          const f = formatters.get(tools) ?? model.chatFormatter(this.options.chatTemplate, { tools });
+          formatters.set(tools, f);
+          return f;
         } catch (e) {
           if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: start the server with ${this.settings.chatTemplate}, or use /v1/completions`, "no_chat_template");
           throw e;

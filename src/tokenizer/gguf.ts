@@ -2,7 +2,8 @@ import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
 import { detectEndOfGeneration } from "./gguf-eog.js";
-import { TokenType, type ChatTemplateReading, type Tokenizer } from "./types.js";
+import { onlyNamedProblem } from "./hf/chat-template.js";
+import { TokenType, type ChatTemplateReading, type ChatTemplateSource, type Tokenizer } from "./types.js";
 import { tokenIndex, VocabTokenizer } from "./vocab-tokenizer.js";
 
 type Model = "llama" | "gpt2" | "bert";
@@ -138,13 +139,31 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
  */
 function ggufChatTemplate(meta: GGUFMetadata): ChatTemplateReading {
   const key = "tokenizer.chat_template";
+  const named = ggufNamedTemplates(meta);
+  const withNamed = named.size > 0 ? { namedChatTemplates: named } : {};
   try {
     const source = meta.string(key);
-    return source === undefined ? {} : { chatTemplate: { source, where: `${meta.path}: chat template (${key})` } };
+    if (source !== undefined) return { chatTemplate: { source, where: `${meta.path}: chat template (${key})` }, ...withNamed };
+    return named.size > 0 ? { chatTemplateProblem: onlyNamedProblem(`${meta.path}: ${key}`, named.keys()), ...withNamed } : {};
   } catch (e) {
-    if (e instanceof GGUFError) return { chatTemplateProblem: e.message };
+    if (e instanceof GGUFError) return { chatTemplateProblem: e.message, ...withNamed };
     throw e;
   }
+}
+
+/**
+ * tokenizer.chat_template.<name>, the named templates llama.cpp's converter writes (and
+ * llama_model_chat_template(model, name) reads); a key of another type is left out, as llama.cpp
+ * finds no template there
+ */
+function ggufNamedTemplates(meta: GGUFMetadata): Map<string, ChatTemplateSource> {
+  const prefix = "tokenizer.chat_template.";
+  const out = new Map<string, ChatTemplateSource>();
+  for (const [key, entry] of meta.entries) {
+    if (!key.startsWith(prefix) || key.length === prefix.length || typeof entry.value !== "string") continue;
+    out.set(key.slice(prefix.length), { source: entry.value, where: `${meta.path}: chat template (${key})` });
+  }
+  return out;
 }
 
 /** Reads only the GGUF header of `path` and builds its tokenizer. */

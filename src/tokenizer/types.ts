@@ -60,6 +60,12 @@ export interface ChatTemplateReading {
   readonly chatTemplate?: ChatTemplateSource;
   /** why a chat template field that is there gives no template (a list with no "default" one, a number), naming the file and field: said when a chat needs one */
   readonly chatTemplateProblem?: string;
+  /**
+   * the model's named templates other than the default, name -> template (a GGUF's
+   * tokenizer.chat_template.<name>; tokenizer_config.json's list or map, additional_chat_templates/<name>.jinja):
+   * "tool_use" is the one a chat with tools uses, as transformers and llama.cpp choose it; any can be named
+   */
+  readonly namedChatTemplates?: ReadonlyMap<string, ChatTemplateSource>;
 }
 
 export interface Tokenizer extends ChatTemplateReading {

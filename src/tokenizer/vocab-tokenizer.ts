@@ -103,6 +103,7 @@ export class VocabTokenizer implements Tokenizer {
   readonly addEos: boolean;
   readonly chatTemplate?: ChatTemplateSource;
   readonly chatTemplateProblem?: string;
+  readonly namedChatTemplates?: ReadonlyMap<string, ChatTemplateSource>;
 
   private readonly tokens: readonly string[];
   private readonly types: ArrayLike<number>;
@@ -132,6 +133,7 @@ export class VocabTokenizer implements Tokenizer {
     this.addEos = spec.addEos;
     this.chatTemplate = spec.chatTemplate;
     this.chatTemplateProblem = spec.chatTemplateProblem;
+    this.namedChatTemplates = spec.namedChatTemplates;
     this.bytesCache = new Array(this.vocabSize);
 
     this.textToId = spec.textToId ?? tokenIndex(spec.tokens);

@@ -24,8 +24,17 @@ export interface ChatTemplateField extends ChatTemplateReading {
  * loader's and `convert`'s.
  */
 export function chatTemplateOf(value: unknown, configPath: string): ChatTemplateReading {
-  const { chatTemplate, chatTemplateProblem } = chatTemplateField(value, configPath);
-  return chatTemplate ? { chatTemplate } : chatTemplateProblem !== undefined ? { chatTemplateProblem } : {};
+  const { chatTemplate, chatTemplateProblem, named } = chatTemplateField(value, configPath);
+  const reading = chatTemplate ? { chatTemplate } : chatTemplateProblem !== undefined ? { chatTemplateProblem } : {};
+  if (named.size === 0) return reading;
+  const sources = new Map([...named].map(([name, source]) => [name, { source, where: `${configPath}: chat template ${JSON.stringify(name)} (chat_template)` }]));
+  return { ...reading, namedChatTemplates: sources };
+}
+
+/** why a chat has no template when the model has only named ones: which names there are, and how to choose one */
+export function onlyNamedProblem(where: string, names: Iterable<string>): string {
+  const list = [...names].sort().map((n) => JSON.stringify(n)).join(", ");
+  return `${where}: the model has several named chat templates and none is "default" (names: ${list || "none"}); transformers needs a template name then`;
 }
 
 /** chatTemplateOf's reading of the field with its named templates, for `convert` */
@@ -45,8 +54,7 @@ export function chatTemplateField(value: unknown, configPath: string): ChatTempl
   }
   const rest = { named, noDefault: !Object.hasOwn(all, "default"), ...(malformed ? { malformed } : {}) };
   if (rest.noDefault) {
-    const names = Object.keys(all).sort().map((n) => JSON.stringify(n)).join(", ");
-    return { ...rest, chatTemplateProblem: `${field}: the model has several named chat templates and none is "default" (names: ${names || "none"}); transformers needs a template name then` };
+    return { ...rest, chatTemplateProblem: onlyNamedProblem(field, Object.keys(all)) };
   }
   const chosen = all.default;
   if (typeof chosen !== "string") return { ...rest, chatTemplateProblem: `${field}: the "default" template: expected a string, found ${JSON.stringify(chosen)?.slice(0, 60)}` };

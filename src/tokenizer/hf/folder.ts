@@ -1,7 +1,7 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
-import type { ChatTemplateReading } from "../types.js";
-import { chatTemplateField, chatTemplateOf, type ChatTemplateField } from "./chat-template.js";
+import type { ChatTemplateReading, ChatTemplateSource } from "../types.js";
+import { chatTemplateField, chatTemplateOf, onlyNamedProblem, type ChatTemplateField } from "./chat-template.js";
 import { HFTokenizer } from "./hf-tokenizer.js";
 import { readJsonObject, readTokenizerFile, tokenText, type JsonObject } from "./json-files.js";
 import { BERT_CONFIG, bertTokenizerJson, GPT2_CONFIG, gpt2TokenizerJson } from "./legacy.js";
@@ -25,7 +25,27 @@ function readConfig(dir: string): JsonObject {
  * (chatTemplateOf), else chat_template.jinja beside it (newer repos), named by the file it is in.
  */
 function chatTemplateIn(dir: string, config: JsonObject): ChatTemplateReading {
-  return jinjaTemplate(dir, config) ?? chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
+  const reading = jinjaTemplate(dir, config) ?? chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
+  const files = additionalTemplates(dir);
+  if (files.size === 0) return reading;
+  // transformers: each additional_chat_templates/<name>.jinja is the template of that name, beside (or over) the config's
+  const named = new Map([...(reading.namedChatTemplates ?? []), ...files]);
+  const problem = reading.chatTemplate || reading.chatTemplateProblem !== undefined ? {} : { chatTemplateProblem: onlyNamedProblem(join(dir, ADDITIONAL), named.keys()) };
+  return { ...reading, ...problem, namedChatTemplates: named };
+}
+
+const ADDITIONAL = "additional_chat_templates";
+
+/** additional_chat_templates/<name>.jinja, name -> template, as newer transformers saves the named templates */
+function additionalTemplates(dir: string): Map<string, ChatTemplateSource> {
+  const folder = join(dir, ADDITIONAL);
+  const out = new Map<string, ChatTemplateSource>();
+  if (!existsSync(folder) || !statSync(folder).isDirectory()) return out;
+  for (const file of readdirSync(folder).filter((f) => f.endsWith(".jinja")).sort()) {
+    const path = join(folder, file);
+    if (statSync(path).isFile()) out.set(file.slice(0, -".jinja".length), { source: readTokenizerFile(path), where: `${path}: chat template` });
+  }
+  return out;
 }
 
 /** chat_template.jinja, read when tokenizer_config.json has no chat_template */
@@ -39,7 +59,12 @@ function jinjaTemplate(dir: string, config: JsonObject): ChatTemplateReading | u
 export function folderChatTemplate(dir: string): ChatTemplateField {
   const config = readConfig(dir);
   const jinja = jinjaTemplate(dir, config);
-  return jinja ? { ...jinja, named: new Map(), noDefault: false } : chatTemplateField(config.chat_template, join(dir, "tokenizer_config.json"));
+  const field = jinja ? { ...jinja, named: new Map<string, string>(), noDefault: false } : chatTemplateField(config.chat_template, join(dir, "tokenizer_config.json"));
+  const files = additionalTemplates(dir);
+  if (files.size === 0) return field;
+  const named = new Map([...field.named, ...[...files].map(([name, t]) => [name, t.source] as const)]);
+  if (field.chatTemplate || field.chatTemplateProblem !== undefined) return { ...field, named };
+  return { ...field, named, noDefault: true, chatTemplateProblem: onlyNamedProblem(join(dir, ADDITIONAL), named.keys()) };
 }
 
 /** generation_config.json's eos_token_id (a number or a list), which also ends generation. */

@@ -291,6 +291,7 @@ export class HFTokenizer implements Tokenizer {
   /** tokenizer_config.json's chat_template (the "default" one when it names several, as transformers) or chat_template.jinja */
   readonly chatTemplate?: ChatTemplateSource;
   readonly chatTemplateProblem?: string;
+  readonly namedChatTemplates?: ReadonlyMap<string, ChatTemplateSource>;
   /** the special-token strings templates get as variables */
   readonly specialTokenTexts: { readonly bos?: string; readonly eos?: string; readonly unk?: string; readonly pad?: string };
   /**
@@ -402,6 +403,7 @@ export class HFTokenizer implements Tokenizer {
 
     this.chatTemplate = source.chatTemplate;
     this.chatTemplateProblem = source.chatTemplateProblem;
+    this.namedChatTemplates = source.namedChatTemplates;
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
