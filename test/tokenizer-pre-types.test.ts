@@ -22,6 +22,7 @@ const TEXTS = [
   "\u4e2d\u6587\u5b57 \u65e5\u672c\u8a9e\u3072\u3089\u304c\u306a\u30ab\u30bf\u30ab\u30ca \ud55c\uad6d\uc5b4 \u0e20\u0e32\u0e29\u0e32\u0e44\u0e17\u0e22 \u0939\u093f\u0928\u094d\u0926\u0940",
   "  \n\n  x\u00a0\u00a0y\t\tz   \r\n/path/to\n/x \u3000\u3000\u4e2d \u2028a  ",
   "!!! ?? \u2014\u2014 ... (a) [B] {c} <d> #e @f $g %h ^i &j *k _l +m =n |o ~p `q",
+  "a\u0085b \u001cc\u001c d\u200b\u200be\ufeff\ufefff \u2029g\u000bh\u000ci \u0000j",
   "\u{1d400}\u{1d41a}\u{1d400} \ud83d\ude00\ud83d\ude00 \u02b0\u02b0a A\u02b0b \u0301\u0301 a\u0301\u0302B\u0301",
 ];
 
@@ -75,12 +76,13 @@ const PRE_NAMES = [
   "a.x-4.0", "mellum", "modern-bert", "exaone4", "trillion", "granite-docling", "gpt-2",
   "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2", "qwen2",
   "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
+  "qwen35", "seed-coder", "bailingmoe", "bailingmoe2", "llada-moe", "laguna", "youtu",
 ];
 
 test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {
   const { tokens, merges } = crossingVocab(TEXTS);
   const llama = await sharedLlama();
-  const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`];
+  const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`, `${" ".repeat(600)}x\n${" ".repeat(37)}y\t\t\t\t\t`];
   for (const pre of PRE_NAMES) {
     const path = join(dir, `${pre}.gguf`);
     await writeGGUF(path, {

@@ -196,6 +196,20 @@ const TEKKEN_LLAMA_CPP = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+|[^\
 /** llama.cpp's "gpt-4o" (LLAMA_VOCAB_PRE_TYPE_GPT4O): its tekken's with a contraction after the letters and up to three digits */
 const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}+${LCPP_LOWER}*${CONTRACTIONS}?|` +
   `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/*
+ * Patterns of shapes the windowed search does not know (searched a piece at a time), as
+ * llama-vocab.cpp writes them, each linear in its piece (jais-2's cascade of `\s{512}(?!\S)`...
+ * after `\s*[\r\n]+` is not: 400K spaces took 0.3 s, so it stays unknown). Under llama.cpp's regex
+ * `\p{Lu}` and its kin mean any letter (its text has one stand-in byte per category), so youtu's
+ * tekken-like letters are `[\p{L}\p{M}]`.
+ */
+const QWEN35 = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^${S}\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+const SEED_CODER = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^${S}\\p{L}\\p{N}\\r\\n]+|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+const BAILINGMOE = `'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]|${S}+(?!${NS})|${S}+`;
+const YOUTU = [
+  "[\\uac00-\\ud7a3\\u3131-\\u318e]+|[\\uff01\\u2026\\u201c\\u201d\\u2018\\u2019\\u2014\\uff1a\\uff1b\\uff0c\\u3001-\\u303f\\ufe30-\\ufe4f]+|[\\u3105-\\u312f]+|[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]+",
+  `[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+${CONTRACTIONS}?|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
+];
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -226,6 +240,11 @@ const PATTERNS: Record<string, string[]> = {
   viking: [BLOOM, classRun("", "\\p{N}", "")],
   tekken: [TEKKEN_LLAMA_CPP],
   "gpt-4o": [GPT4O],
+  qwen35: [QWEN35],
+  "seed-coder": [SEED_CODER],
+  bailingmoe: [BAILINGMOE],
+  laguna: ["[^\\n]+|[\\n]+", QWEN2],
+  youtu: YOUTU,
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -244,6 +263,8 @@ const PRE_FAMILY: Record<string, string> = {
   "hunyuan-dense": "deepseek-v3", "joyai-llm": "deepseek-v3", mellum2: "starcoder",
   "poro-chat": "bloom", bloom: "bloom", "gpt3-finnish": "bloom",
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
+  qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
+  laguna: "laguna", youtu: "youtu",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
