@@ -718,8 +718,14 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
 });
 
-test("Ctrl-C or SIGTERM while tsllm generate or serve downloads its --model stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143", async () => {
-  for (const [command, args, signal, status, seed] of [["generate", ["--prompt", "hi"], "SIGINT", 130, 15], ["serve", ["--port", "0"], "SIGTERM", 143, 16]] as const) {
+test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity or convert downloads its --model stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143", async () => {
+  const text = join(dir, "perplexity.txt");
+  writeFileSync(text, "one two three four five six seven eight nine ten\n");
+  const commands = [
+    ["generate", ["--prompt", "hi"], "SIGINT", 130, 15], ["serve", ["--port", "0"], "SIGTERM", 143, 16], ["inspect", [], "SIGINT", 130, 17],
+    ["perplexity", ["--file", text], "SIGTERM", 143, 18], ["convert", ["--out", join(dir, "never.gguf")], "SIGINT", 130, 19],
+  ] as const;
+  for (const [command, args, signal, status, seed] of commands) {
     const cache = join(dir, `interrupted-${command}`);
     const big: FakeFile = { path: "int-Q8_0.gguf", content: randomBytes(2_000_000, seed) };
     hub.add({ repo: `acme/int-${command}`, commit: C1, files: [big] });

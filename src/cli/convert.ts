@@ -1,9 +1,10 @@
 import { existsSync, statSync } from "node:fs";
 import { convertHFToGGUF, CONVERT_TYPES, type ConvertType } from "../convert/index.js";
-import { parseHubReference, resolveModelReference } from "../hub/index.js";
+import { parseHubReference } from "../hub/index.js";
 import { optionalString, outputPath, parse, requireString, flag, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { namedByFlag, vocabOption } from "./input-files.js";
 import { reportFallbacks } from "./quantize.js";
+import { resolveInterruptibly } from "./interrupt.js";
 
 export const convertHelp = `Usage: tsllm convert --model MODEL --out FILE.gguf [--type f32|f16|bf16|q8_0|q4_0|iq4_nl|iq4_xs] [--vocab FILE.gguf]
                      [--verbose] [--json]
@@ -61,7 +62,7 @@ export async function runConvert(argv: string[]): Promise<void> {
   const out = outFileOption(values, type);
   const vocab = vocabOption(values);
   const fromHub = !existsSync(model);
-  const folder = await resolveModelReference(model);
+  const folder = await resolveInterruptibly("convert", model);
   if (!statSync(folder).isDirectory()) {
     throw new Error(fromHub
       ? `${model}: the Hub reference resolves to the GGUF file ${folder}; convert takes a repo holding a Hugging Face model folder (config.json + safetensors), not a GGUF`

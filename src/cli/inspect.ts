@@ -2,7 +2,6 @@ import { existsSync, statSync } from "node:fs";
 import { DEFAULT_BLOCK_SIZE, kvBytesForContext, kvBytesPerToken } from "../cache/index.js";
 import { FileFieldError } from "../formats/errors.js";
 import { firstSplitPart, GGUFError, GGUFMetadata, isEncoderModel, readGGUFHeader, readGGUFSplit, SafetensorsModel, splitCount, type SourceTensorInfo } from "../formats/index.js";
-import { resolveModelReference } from "../hub/index.js";
 import { defaultContextSize, kvCacheTypesOf, loadPlanRequest, type LoadModelOptions } from "../llm.js";
 import { probeWebGPU, type KVCacheTypes } from "../kernels/index.js";
 import { checkCacheTypes, decoderShape, matricesWithoutKernel, openEncoder, openModel } from "../models/index.js";
@@ -14,6 +13,7 @@ import { autoContextSize, availableMemoryBytes, checkMemoryPlan, DEFAULT_MAX_SEQ
 import { isQuantization, QUANTIZATIONS, quantizationType, type Quantization } from "../tensor/index.js";
 import { MODEL_MEANING, flag, memoryMarginOption, optionalString, parse, printWarning, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { cacheTypesFrom, ctxSizeFrom, inFlagWords, TRAINED_CONTEXT } from "./generate.js";
+import { resolveInterruptibly } from "./interrupt.js";
 
 export const inspectHelp = `Usage: tsllm inspect --model MODEL [--ctx-size N|auto|0] [--memory-margin SIZE] [--threads N] [--quantize Q] [--cache-type-k T] [--cache-type-v T] [--backend webgpu] [--modules] [--json]
 
@@ -105,7 +105,7 @@ export async function runInspect(argv: string[]): Promise<void> {
   if (backend !== undefined && backend !== "webgpu") throw new UsageError(`--backend must be webgpu (the CPU backends have no limit beyond memory, which the load plan checks), got "${backend}"`);
   // every flag is checked before a Hub reference is downloaded
   const marginArg = memoryMarginOption(values), threads = threadsOption(values);
-  const path = await resolveModelReference(model);
+  const path = await resolveInterruptibly("inspect", model);
   const opened = statSync(path).isDirectory() ? openFolder(path) : openGGUF(path);
   const available = availableMemoryBytes();
   const margin = marginArg ?? memoryMarginBytes();

@@ -1,10 +1,10 @@
-import { resolveModelReference } from "../hub/index.js";
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
 import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { modelNamedBy, readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { resolveInterruptibly } from "./interrupt.js";
 
 export const perplexityHelp = `Usage: tsllm perplexity --model MODEL --file TEXT [options]
 
@@ -88,7 +88,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // for one window of --ctx 100000 was found only after weights and a 100000-token KV cache were
   // allocated (or after the memory plan refused a context the text never needed)
   // resolved once: a hub reference is not looked up again for the model
-  const modelFile = await resolveModelReference(modelPath);
+  const modelFile = await resolveInterruptibly("perplexity", modelPath);
   // --base found before either model loads, named by its flag: a missing one was "model not
   // found: ..." after the text was tokenized and --model loaded, with no word of which model
   const baseFile = basePath === undefined ? undefined : basePath === modelPath ? modelFile
