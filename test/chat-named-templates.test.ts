@@ -126,6 +126,20 @@ test("the server renders a request with tools with the model's tool_use template
     const without = await post(`${server.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 1 });
     assert.equal(without.status, 400, JSON.stringify(without.json));
     assert.match(without.json.error.message, /none is "default" \(names: "rag", "tool_use"\)/);
+    // a server started with a template's name (tsllm serve --chat-template-name) uses it for every request, tools or not
+    const named = await startServer(model, { port: 0, chatTemplateName: "rag" });
+    try {
+      const r = await post(`${named.url}/apply-template`, { messages: MESSAGES });
+      assert.equal(r.status, 200, JSON.stringify(r.json));
+      assert.equal(r.json.prompt, jinja2(RAG));
+      // (with tools: still rag's, which writes no tools itself, so the server adds llama.cpp's generic tool instructions as a system turn)
+      const t = await post(`${named.url}/apply-template`, { messages: MESSAGES, tools: TOOLS });
+      assert.equal(t.status, 200, JSON.stringify(t.json));
+      assert.match(t.json.prompt, /^RAnswer with a single JSON object: .*\|weather\?\|$/);
+    } finally {
+      await named.close(1000);
+    }
+    assert.throws(() => startServer(model, { port: 0, chatTemplateName: "rag", chatTemplate: "X" }), /chatTemplateName names one of the model's own templates and chatTemplate replaces them/);
   } finally {
     await server.close(1000);
     model.dispose();

@@ -2,7 +2,7 @@ import { loadsAsEncoder } from "../formats/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 import { downloadInProgress, resolveInterruptibly } from "./interrupt.js";
@@ -46,6 +46,8 @@ Options:
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own
+  --chat-template-name NAME  which of the model's own templates every chat uses: default, tool_use, rag...
+                        (without it a request with tools gets the model's tool_use template where it has one)
   --chat-template-kwargs JSON  extra chat-template variables for every request, e.g. '{"enable_thinking": false}'
                         (a request's chat_template_kwargs override them, as llama-server's)
   --grace-ms N          on SIGTERM, how long requests in flight may finish before they are cancelled (default 30000)
@@ -100,7 +102,7 @@ Options:
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
   "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
-  "chat-template": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
+  "chat-template": { type: "string" }, "chat-template-name": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
   "draft-model": { type: "string" }, "draft-tokens": { type: "string" }, "draft-quantize": { type: "string" },
@@ -136,7 +138,7 @@ export async function runServe(argv: string[]): Promise<void> {
     host: optionalNonEmpty(values, "host", "an address such as 127.0.0.1 (0.0.0.0 for every interface)"),
     port: optionalNumber(values, "port", { integer: true, min: 0, max: 65535 }),
     apiKey: optionalNonEmpty(values, "api-key", "the key clients must send") ?? (process.env.TSLLM_API_KEY || undefined), cors: optionalString(values, "cors"),
-    maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values),
+    maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values), chatTemplateName: chatTemplateNameFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
     log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS,

@@ -41,6 +41,8 @@ export interface ServeOptions {
   modelName?: string;
   /** a Jinja chat template to use instead of the model's own (with `where`, what its errors name) */
   chatTemplate?: string | ChatTemplateSource;
+  /** one of the model's own chat templates by name for every chat request ("default", "tool_use", "rag"...; Model.chatFormatter's choice): without it a request with tools gets "tool_use" where the model has it, else the default */
+  chatTemplateName?: string;
   /** extra chat-template variables for every chat request (llama-server's --chat-template-kwargs, e.g. `{ enable_thinking: false }`); a request's chat_template_kwargs override them */
   chatTemplateKwargs?: Readonly<Record<string, unknown>>;
   /** embedding inputs past the model's tokens are cut as sentence-transformers cuts them instead of a 400, unless a request sends `truncate: false` (text-embeddings-inference's --auto-truncate) */
@@ -207,6 +209,8 @@ export class OpenAIServer {
     if (options.bodyLimit !== undefined && !(Number.isInteger(options.bodyLimit) && options.bodyLimit >= 1 && options.bodyLimit <= MAX_BODY_LIMIT)) throw new RangeError(`bodyLimit must be an integer in [1, ${MAX_BODY_LIMIT}], got ${options.bodyLimit}`);
     if (options.bodiesLimit !== undefined && !(Number.isInteger(options.bodiesLimit) && options.bodiesLimit >= this.bodyLimit)) throw new RangeError(`bodiesLimit must be an integer >= bodyLimit, got ${options.bodiesLimit}`);
     if (options.keepAliveTimeoutMs !== undefined && !(Number.isInteger(options.keepAliveTimeoutMs) && options.keepAliveTimeoutMs > 0)) throw new RangeError(`keepAliveTimeoutMs must be an integer > 0, got ${options.keepAliveTimeoutMs}`);
+    if (options.chatTemplateName !== undefined && (typeof options.chatTemplateName !== "string" || options.chatTemplateName === "")) throw new RangeError(`chatTemplateName must be the name of one of the model's chat templates, got ${JSON.stringify(options.chatTemplateName)}`);
+    if (options.chatTemplateName !== undefined && options.chatTemplate !== undefined) throw new RangeError("chatTemplateName names one of the model's own templates and chatTemplate replaces them: give one of the two");
     const kwargsProblem = options.chatTemplateKwargs === undefined ? undefined : templateKwargsProblem(options.chatTemplateKwargs, "chatTemplateKwargs");
     if (kwargsProblem) throw new RangeError(kwargsProblem.message);
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
@@ -534,7 +538,7 @@ export class OpenAIServer {
       templateKwargs: { ...this.options.chatTemplateKwargs },
       formatter: (tools = false) => {
         try {
-          const f = formatters.get(tools) ?? model.chatFormatter(this.options.chatTemplate, { tools });
+          const f = formatters.get(tools) ?? model.chatFormatter(this.options.chatTemplate, { name: this.options.chatTemplateName, tools });
           formatters.set(tools, f);
           return f;
         } catch (e) {
