@@ -510,10 +510,11 @@ interface OneRequest {
   readonly draft?: DraftBeside;
 }
 
-/** a draft model to be loaded beside the model (loadDraftBeside), with its load options (its quantization) */
+/** a draft model to be loaded beside the model (loadDraftBeside), with its load options (its quantization) and the tokens it proposes a round (its cache holds them past the context) */
 export interface DraftBeside {
   readonly ref: string;
   readonly options: LoadModelOptions;
+  readonly draftTokens: number;
 }
 
 /**
@@ -678,7 +679,7 @@ function contextsOf(opened: OpenedModel, options: LoadModelOptions, { width, dra
   const drafted = perToken(draftOpened.metadata);
   // the draft's weights, scratch and draft cache at each context the plan tries (planDraft), as loadDraftBeside plans it
   const draftAt = (contextSize: number) => loadPlanRequest(draftOpened, { ...draft.options, maxSequences: 1, kvCacheBytes: undefined }, contextSize);
-  const beside = draftAt(1) && { what: `--draft-model ${draft.ref}`, smaller: "a smaller --draft-model (or --draft-quantize)", bytesAt: (contextSize: number) => planDraft(draftAt(contextSize)!).totalBytes };
+  const beside = draftAt(1) && { what: `--draft-model ${draft.ref}`, smaller: "a smaller --draft-model (or --draft-quantize)", bytesAt: (contextSize: number) => planDraft(draftAt(contextSize)!, draft.draftTokens).totalBytes };
   return { contexts: width + (target === undefined || drafted === undefined ? 1 : drafted / target), speculative: true, ...(beside ? { beside } : {}) };
 }
 

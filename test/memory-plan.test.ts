@@ -498,10 +498,10 @@ test("generate's default KV pool for a speculative request leaves the draft mode
   // free: the model's plan at 512, three contexts more and the draft's plan (the same file), no margin
   const available = planMemory(request(512)).totalBytes + 3 * 512 * perToken + planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
   const options = { backend: "reference", contextSize: 512, availableMemory: available, memoryMargin: 0, warmup: false } as const;
-  const model = await loadModelForOneRequest(FILE, options, 1, { ref: FILE, options });
+  const model = await loadModelForOneRequest(FILE, options, 1, { ref: FILE, options, draftTokens: 8 });
   try {
     const m = model.memory;
-    const loaded = await loadDraftBeside(model, FILE, options, "--ctx-size");
+    const loaded = await loadDraftBeside(model, FILE, options, "--ctx-size", 8);
     const d = loaded.memory;
     loaded.dispose();
     assert.ok(m.residentBytes >= weights && d.residentBytes >= weights, `the weights and scratch ${m.residentBytes} and ${d.residentBytes}, the weights ${weights}`);
@@ -548,6 +548,35 @@ test("serve --draft-model: one memory plan with the model's --kv-memory pool, wh
   const refused = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(model + draftPlan - 1) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   assert.equal(refused.code, 2, refused.stderr);
   assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights [\d.]+ [kMG]?B F32 \+ scratch [\d.]+ [kMG]?B \+ its draft cache of 528 tokens [\d.]+ [kMG]?B\), but of the [\d.]+ [kMG]?B free, --model takes [\d.]+ [kMG]?B \(weights and scratch [\d.]+ [kMG]?B \+ its KV pool's budget 8\.4 MB\): lower --kv-memory, --parallel or --ctx-size, or make the draft smaller \(--draft-quantize\)\n$/);
+});
+
+test("serve --draft-tokens 24: the draft cache in the plan holds the context and a whole round past it (512 + 24 + 1 positions: 34 blocks, 544 tokens), not a context and one 16-token block; a byte less than that plan is refused naming 544 tokens", { skip: SKIP, timeout: 240_000 }, async () => {
+  await ready;
+  // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V); the
+  // positions by hand: the context, the round's 24 proposed tokens and the current token, in 16-token blocks
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const draftTokens = Math.ceil((512 + 24 + 1) / 16) * 16;
+  assert.equal(draftTokens, 544);
+  const budget = 4 * 512 * perToken;
+  const model = planMemory({ ...request(512), kvCacheBytes: budget }).totalBytes;
+  // the draft's weights and scratch (a plan with no pool of its own) and its draft cache
+  const draftPlan = planMemory({ ...request(512), kvCacheBytes: draftTokens * perToken }).totalBytes;
+  const args = ["--model", FILE, "--draft-model", FILE, "--draft-tokens", "24", "--ctx-size", "512", "--backend", "reference", "--kv-memory", String(budget), "--no-warmup"];
+  const envWith = (free: number) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(free), TSLLM_MEMORY_MARGIN: "0" });
+  // before, the plan counted 528 tokens (a context and a block): it started with 16 positions' K and V less than a request of 24 draft tokens takes
+  // (a server that starts is killed after 60 s: the refusal comes before it listens)
+  const refused = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(model + draftPlan - 1), timeout: 60_000 }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  assert.equal(refused.code, 2, `serve started (or failed otherwise) where the draft's plan does not fit: ${refused.stderr}`);
+  assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights [\d.]+ [kMG]?B F32 \+ scratch [\d.]+ [kMG]?B \+ its draft cache of 544 tokens [\d.]+ [kMG]?B\), but of the [\d.]+ [kMG]?B free, /);
+  const s = await spawnServe(args, { env: envWith(model + draftPlan) });
+  try {
+    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with /);
+  } finally {
+    s.child.kill("SIGTERM");
+    await s.exited;
+  }
 });
 
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {

@@ -8,7 +8,7 @@ import { resolveModelReference } from "../hub/index.js";
 import { typeFromName, typeName } from "../tensor/index.js";
 import { canQuantize } from "../tensor/quant/index.js";
 import { checkAttentionOrder, parseKVCacheType, type KVCacheType } from "../kernels/index.js";
-import { memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
+import { defaultDraftTokens, memoryBeside, planDraft, refusalInTerms, RequestError, type RefusalTerms } from "../engine/index.js";
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes, OptionError } from "../units/index.js";
 import { randomSeed, samplerStepsFromLlamaCpp, type SamplerStep } from "../sampling/index.js";
@@ -257,10 +257,10 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   // and the draft's weights, scratch and cache come off what the pool may take (one account)
   const draftOptions = { ...loadOptions, quantize: draftQuantize };
   // (the one load plans both, opening the draft's header: a draft that fails there is named by its flag)
-  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile === undefined ? undefined : { ref: draftFile, options: draftOptions })
+  const model = await loadModelForOneRequest(path, loadOptions, width, draftFile === undefined ? undefined : { ref: draftFile, options: draftOptions, draftTokens: draftTokensOf(options) })
     .catch((e: unknown) => loadRefusalInFlagWords(draftFile !== undefined && draftFile !== path ? namedByFlag(e, "--draft-model", draftFile) : e));
   // (the pool is sized for this one request: its context is what sizes it)
-  const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, draftOptions, "--ctx-size").catch((e: unknown) => { model.dispose(); throw e; });
+  const draft = draftFile === undefined ? undefined : await loadDraftBeside(model, draftFile, draftOptions, "--ctx-size", draftTokensOf(options)).catch((e: unknown) => { model.dispose(); throw e; });
   if (draft) options.draftModel = draft;
   const remedies = { widthFlag, speculative: draft !== undefined, smallerCache: smallerCacheFlags(model), promptSource };
   // Ctrl-C stops the completion where it is and ends the line, then the timings and the seed
@@ -635,18 +635,19 @@ export function refuseForeignDraft(model: Model, draft: Model, file: string): vo
  * block, never used: a speculative request's draft cache comes from the pool the model's engine
  * keeps for the draft, its rows counted in the model's budget (Engine.draftCache). generate's
  * model was planned with the draft beside it (loadModelForOneRequest), so its pool left this room.
+ * (`draftTokens`: the tokens a round proposes, which the draft cache holds past the context).
  * Loaded at the model's context, one sequence;
  * refused in one line naming --draft-model and `lower` (the flags that size the model's pool);
  * then held to the vocabulary rule (refuseForeignDraft).
  */
-export async function loadDraftBeside(model: Model, file: string, options: LoadModelOptions, lower: string): Promise<Model> {
+export async function loadDraftBeside(model: Model, file: string, options: LoadModelOptions, lower: string, draftTokens: number): Promise<Model> {
   const loaded = model.memory;
   const { free, room, taken, measured } = memoryBeside(loaded, options.availableMemory);
   const at = { ...options, contextSize: model.contextSize, maxSequences: 1, availableMemory: room };
   const draft = await (async () => {
     const r = loadPlanRequest(openModel(file), at, model.contextSize);
     const block = r && DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-    const p = r && planDraft(r);
+    const p = r && planDraft(r, draftTokens);
     if (p && p.totalBytes > room) {
       // (the --model's share: with the free memory measured now, the pool's growth; with a given figure, all of its plan)
       const model = measured ? `--model's KV pool may still grow into ${formatBytes(taken)} (its budget ${formatBytes(loaded.budgetBytes)}, ${formatBytes(loaded.storedBytes)} allocated)` : `--model takes ${formatBytes(taken)} (weights and scratch ${formatBytes(loaded.residentBytes)} + its KV pool's budget ${formatBytes(loaded.budgetBytes)})`;
@@ -661,6 +662,11 @@ export async function loadDraftBeside(model: Model, file: string, options: LoadM
   });
   refuseForeignDraft(model, draft, file);
   return draft;
+}
+
+/** the tokens a draft model proposes a round: --draft-tokens, else the engine's default (the draft's cache holds them past the context) */
+export function draftTokensOf(options: { draftTokens?: number }): number {
+  return options.draftTokens ?? defaultDraftTokens(true);
 }
 
 /** --draft-quantize: what the draft model's weights are quantized to while it loads, as --quantize's */

@@ -2,7 +2,7 @@ import { loadsAsEncoder } from "../formats/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
-import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeFrom, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
+import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeFrom, draftTokensOf, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 import { downloadInProgress, resolveInterruptibly } from "./interrupt.js";
@@ -152,7 +152,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const target = Promise.all([resolveInterruptibly("serve", modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
     loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
-  const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }));
+  const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }, draftTokensOf({ draftTokens })));
   // (the server is loading until both are loaded; a draft refused fails the start as the model's refusal does)
   const load = draft ? Promise.all([target, draft]).then(([model]) => model) : target;
   const server = await startServer(load, { ...serverOptions, ...(draft ? { draftModel: draft } : {}) });
@@ -190,9 +190,9 @@ export async function runServe(argv: string[]): Promise<void> {
  * library's rule, the model's vocabulary (Model.draftMismatch): refused in one line naming both
  * files before the server takes requests (each request would otherwise be refused, naming neither)
  */
-async function loadDraft(model: Model | EmbeddingModel, file: string, options: LoadModelOptions): Promise<Model> {
+async function loadDraft(model: Model | EmbeddingModel, file: string, options: LoadModelOptions, draftTokens: number): Promise<Model> {
   if ("embed" in model) throw new UsageError(`--draft-model: --model ${model.path} is an embedding model, which generates nothing to draft for`);
-  return loadDraftBeside(model, file, options, "--kv-memory, --parallel or --ctx-size");
+  return loadDraftBeside(model, file, options, "--kv-memory, --parallel or --ctx-size", draftTokens);
 }
 
 /**

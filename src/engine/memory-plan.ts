@@ -3,6 +3,7 @@ import type { SourceTensorInfo } from "../formats/index.js";
 import { byteLengthAs, loadedType } from "../models/index.js";
 import { envVar, freeMemoryBytes } from "../platform/host.js";
 import { quantizationType, typeName, type Quantization } from "../tensor/index.js";
+import { speculativePositions } from "../generation/index.js";
 import { formatBytes } from "../units/index.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 import { DEFAULT_MAX_SEQUENCES, defaultKvBlocks } from "./engine.js";
@@ -149,13 +150,16 @@ export function memoryBeside(loaded: LoadedMemory, given?: number): { free: numb
 /**
  * The plan of a draft model beside its target at the target's context (`r`): its weights,
  * scratch, and the KV cache its speculative requests draft in, the engine's draft pool, made for
- * the first request's positions (its context and a round's proposal past it: one block more).
+ * the first request's positions: its context and a round's proposal of `draftTokens` past its
+ * current token (speculativePositions: context + draftTokens + 1, in whole blocks; one block past
+ * the context under-counted a --draft-tokens of 16 or more).
  * Its own engine's pool is never used (loadDraftBeside) and counts nothing.
  */
-export function planDraft(r: PlanRequest): MemoryPlan {
+export function planDraft(r: PlanRequest, draftTokens: number): MemoryPlan {
   const p = planMemory({ ...r, kvCacheBytes: undefined });
-  const block = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
-  return { ...p, kvCacheBytes: p.kvCacheBytes + block, kvTokens: p.kvTokens + DEFAULT_BLOCK_SIZE, totalBytes: p.totalBytes + block };
+  const tokens = Math.ceil(speculativePositions(0, r.contextSize, draftTokens) / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
+  const bytes = tokens * kvBytesPerToken(r.shape, r.kvCacheTypes);
+  return { ...p, kvCacheBytes: bytes, kvTokens: tokens, totalBytes: p.totalBytes - p.kvCacheBytes + bytes };
 }
 
 /** the margin automatic sizes leave free: TSLLM_MEMORY_MARGIN when set, else DEFAULT_MEMORY_MARGIN */
