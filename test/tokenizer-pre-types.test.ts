@@ -70,6 +70,21 @@ after(async () => {
   await disposeSharedLlama();
 });
 
+/** a vocab-only GGUF of a byte-level BPE vocabulary under `pre` */
+async function vocabGGUF(name: string, pre: string, tokens: string[], merges: string[], types?: number[]): Promise<string> {
+  const path = join(dir, name);
+  await writeGGUF(path, {
+    // (llama.cpp reads a vocab-only file's architecture and its sizes too)
+    metadata: [["general.architecture", ggufEntry.string("gpt2")], ["gpt2.block_count", ggufEntry.u32(1)], ["gpt2.context_length", ggufEntry.u32(64)],
+      ["gpt2.embedding_length", ggufEntry.u32(8)], ["gpt2.feed_forward_length", ggufEntry.u32(8)], ["gpt2.attention.head_count", ggufEntry.u32(1)],
+      ["gpt2.attention.layer_norm_epsilon", ggufEntry.f32(1e-5)], ["tokenizer.ggml.model", ggufEntry.string("gpt2")], ["tokenizer.ggml.pre", ggufEntry.string(pre)],
+      ["tokenizer.ggml.tokens", ggufEntry.strings(tokens)], ["tokenizer.ggml.merges", ggufEntry.strings(merges)],
+      ...(types ? [["tokenizer.ggml.token_type", ggufEntry.i32s(types)] as const] : [])],
+    tensors: [],
+  });
+  return path;
+}
+
 /** names whose regexes are the ones tsllm has; the first of each line is the one the fix added or changed */
 const PRE_NAMES = [
   "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2", "tekken",
@@ -77,6 +92,7 @@ const PRE_NAMES = [
   "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open", "grok-2", "qwen2",
   "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
   "qwen35", "seed-coder", "bailingmoe", "bailingmoe2", "llada-moe", "laguna", "youtu",
+  "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "glm4", "minicpm5",
 ];
 
 test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {
@@ -84,15 +100,7 @@ test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp
   const llama = await sharedLlama();
   const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`, `${" ".repeat(600)}x\n${" ".repeat(37)}y\t\t\t\t\t`];
   for (const pre of PRE_NAMES) {
-    const path = join(dir, `${pre}.gguf`);
-    await writeGGUF(path, {
-      // (llama.cpp reads a vocab-only file's architecture and its sizes too)
-      metadata: [["general.architecture", ggufEntry.string("gpt2")], ["gpt2.block_count", ggufEntry.u32(1)], ["gpt2.context_length", ggufEntry.u32(64)],
-        ["gpt2.embedding_length", ggufEntry.u32(8)], ["gpt2.feed_forward_length", ggufEntry.u32(8)], ["gpt2.attention.head_count", ggufEntry.u32(1)],
-        ["gpt2.attention.layer_norm_epsilon", ggufEntry.f32(1e-5)], ["tokenizer.ggml.model", ggufEntry.string("gpt2")], ["tokenizer.ggml.pre", ggufEntry.string(pre)],
-        ["tokenizer.ggml.tokens", ggufEntry.strings(tokens)], ["tokenizer.ggml.merges", ggufEntry.strings(merges)]],
-      tensors: [],
-    });
+    const path = await vocabGGUF(`${pre}.gguf`, pre, tokens, merges);
     const ours = loadGGUFTokenizer(path);
     const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
     try {
@@ -112,5 +120,39 @@ test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp
     } finally {
       await model.dispose();
     }
+  }
+});
+
+/*
+ * llama.cpp's loader also sets, per name, whether a BOS is added, which BOS there is by default and
+ * whether a piece that is a whole token skips the merges (ignore_merges): a vocabulary with whole
+ * words as tokens and no merges leading to them shows the last (merged, they are single bytes).
+ */
+test("every pre-tokenizer name sets BOS, add_bos and ignore_merges as llama.cpp's loader does (node-llama-cpp, vocab-only GGUF)", async () => {
+  const words = ["Hello", " world", "\u00e9t\u00e9", " 123"];
+  const tokens = [...Array.from({ length: 256 }, (_, b) => byteChar(b)), ...words.map((w) => Array.from(Buffer.from(w, "utf8"), byteChar).join(""))];
+  const llama = await sharedLlama();
+  for (const pre of PRE_NAMES) {
+    // gpt2's default BOS (11) a control token, as node-llama-cpp reports only control tokens as BOS
+    const path = await vocabGGUF(`flags-${pre}.gguf`, pre, tokens, [], tokens.map((_, id) => (id === 11 ? 3 : 1)));
+    const ours = loadGGUFTokenizer(path);
+    const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
+    try {
+      assert.equal(ours.bosId ?? null, model.tokens.bos, `${pre}: BOS id`);
+      assert.equal(ours.addBos, model.tokens.shouldPrependBosToken, `${pre}: add_bos`);
+      const text = words.join("");
+      assert.deepEqual(ours.encode(text, { addSpecialTokens: false }), Array.from(model.tokenize(text, false)), `${pre}: ignore_merges`);
+    } finally {
+      await model.dispose();
+    }
+  }
+});
+
+test("a pre-tokenizer name llama.cpp knows but tsllm does not split is refused as not supported, one unknown anywhere as unknown", async () => {
+  const tokens = Array.from({ length: 256 }, (_, b) => byteChar(b));
+  for (const [pre, message] of [["jais-2", /tokenizer\.ggml\.pre: a pre-tokenizer llama\.cpp knows but not supported by tsllm "jais-2"; known: /],
+    ["kimi-k2", /not supported by tsllm "kimi-k2"/], ["no-such-pre", /tokenizer\.ggml\.pre: unknown pre-tokenizer "no-such-pre"; known: /]] as const) {
+    const path = await vocabGGUF(`refused-${pre}.gguf`, pre, tokens, []);
+    assert.throws(() => loadGGUFTokenizer(path), message, pre);
   }
 });

@@ -18,9 +18,17 @@ const DEFAULT_IDS: Record<Model, { bos?: number; eos?: number; unk?: number; sep
   gpt2: { bos: 11, eos: 11 },
 };
 
-/** Pre-tokenizers for which llama.cpp turns on add_bos / ignore_merges regardless of defaults. */
-const ADD_BOS_PRE = new Set(["llama3", "llama-v3", "llama-bpe", "falcon3", "tekken", "chameleon"]);
-const IGNORE_MERGES_PRE = new Set(["llama3", "llama-v3", "llama-bpe", "falcon3", "tekken"]);
+/** Pre-tokenizers for which llama.cpp's vocabulary loader turns on add_bos / ignore_merges (llama-vocab.cpp, per name). */
+const LLAMA3_NAMES = ["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"];
+const ADD_BOS_PRE = new Set([...LLAMA3_NAMES, "tekken", "chameleon"]);
+const IGNORE_MERGES_PRE = new Set([...LLAMA3_NAMES, "tekken", "youtu", "minicpm5"]);
+/** Pre-tokenizers for which llama.cpp has no default BOS (only the file's tokenizer.ggml.bos_token_id). */
+const NO_DEFAULT_BOS_PRE = new Set(["chatglm-bpe", "glm4"]);
+/** `tokenizer.ggml.pre` names llama.cpp knows whose splitting tsllm does not have (llama-vocab.cpp) */
+const LLAMA_CPP_ONLY_PRE = new Set([
+  "jais-2", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace", "exaone-moe", "tiny_aya", "cohere2moe",
+  "superbpe", "kimi-k2", "afmoe", "granite-embed-multi-97m",
+]);
 
 /**
  * Builds a tokenizer from a GGUF file's `tokenizer.ggml.*` metadata, applying llama.cpp's rules:
@@ -62,7 +70,8 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     merges = parseMergeLines(lines, `${meta.path}: tokenizer.ggml.merges`);
     prePatterns = preTokenizerPatterns(pre ?? "default");
     if (!prePatterns) {
-      throw new GGUFError(meta.path, "tokenizer.ggml.pre", `unknown pre-tokenizer ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);
+      const what = LLAMA_CPP_ONLY_PRE.has(pre ?? "") ? "a pre-tokenizer llama.cpp knows but not supported by tsllm" : "unknown pre-tokenizer";
+      throw new GGUFError(meta.path, "tokenizer.ggml.pre", `${what} ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);
     }
   }
 
@@ -77,7 +86,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     return inVocab(fallback) ? fallback : undefined;
   };
   const defaults = DEFAULT_IDS[model];
-  const bosId = pre === "chatglm-bpe" ? specialId("bos_token_id", undefined) : specialId("bos_token_id", defaults.bos);
+  const bosId = NO_DEFAULT_BOS_PRE.has(pre ?? "") ? specialId("bos_token_id", undefined) : specialId("bos_token_id", defaults.bos);
   const eosId = specialId("eos_token_id", defaults.eos);
   const unkId = specialId("unknown_token_id", defaults.unk);
   const sepId = specialId("seperator_token_id", defaults.sep); // sic: the GGUF key is spelled this way

@@ -204,6 +204,8 @@ const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+${CONTRACTIONS}
  * tekken-like letters are `[\p{L}\p{M}]`.
  */
 const QWEN35 = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^${S}\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/** minicpm5's second pattern: llama3's with any run of digits (the first split cut them to three) */
+const MINICPM5 = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 const SEED_CODER = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^${S}\\p{L}\\p{N}\\r\\n]+|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 const BAILINGMOE = `'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]|${S}+(?!${NS})|${S}+`;
 const YOUTU = [
@@ -242,6 +244,7 @@ const PATTERNS: Record<string, string[]> = {
   "gpt-4o": [GPT4O],
   qwen35: [QWEN35],
   "seed-coder": [SEED_CODER],
+  minicpm5: [classRun("", "\\p{N}", "{1,3}"), MINICPM5],
   bailingmoe: [BAILINGMOE],
   laguna: ["[^\\n]+|[\\n]+", QWEN2],
   youtu: YOUTU,
@@ -252,6 +255,7 @@ const PATTERNS: Record<string, string[]> = {
 const PRE_FAMILY: Record<string, string> = {
   default: "default",
   "llama3": "llama3", "llama-v3": "llama3", "llama-bpe": "llama3", "falcon3": "llama3", dbrx: "llama3", "smaug-bpe": "llama3", "chatglm-bpe": "llama3",
+  "falcon-h1": "llama3", pixtral: "llama3", "midm-2.0": "llama3", lfm2: "llama3", "jina-v5-nano": "llama3", glm4: "llama3",
   "deepseek-llm": "deepseek-llm", "deepseek-coder": "deepseek-coder", "deepseek-v3": "deepseek-v3",
   falcon: "falcon",
   starcoder: "starcoder", refact: "starcoder", "command-r": "starcoder", smollm: "starcoder", codeshell: "starcoder", exaone: "starcoder", "minerva-7b": "starcoder",
@@ -264,7 +268,7 @@ const PRE_FAMILY: Record<string, string> = {
   "poro-chat": "bloom", bloom: "bloom", "gpt3-finnish": "bloom",
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
-  laguna: "laguna", youtu: "youtu",
+  laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
