@@ -3,7 +3,7 @@ import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, 
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
-  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs,
+  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs, type Timings,
 } from "./generation/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
@@ -34,6 +34,11 @@ export interface GenerationRun {
   promptLogprobs(): Promise<PromptLogprobs | undefined>;
   /** whether it still waits for room in the engine (nothing of it computed yet): a server shutting down refuses such a run at once instead of starting it */
   queued(): boolean;
+  /**
+   * the request's timings while it runs (llama-server's timings_per_token), from the engine's own
+   * times: `completionTokens` made so far, the first of them at `firstTokenAt` (performance.now(); 0: none yet)
+   */
+  timingsSoFar(completionTokens: number, firstTokenAt: number): Timings;
 }
 
 export interface LoadModelOptions {
@@ -292,6 +297,13 @@ export class Model {
       result: async () => this.resultOf(prompt, await request.outcome, t0),
       promptLogprobs: () => request.prompt,
       queued: () => request.scheduledAt === 0 && !request.prefilled,
+      timingsSoFar: (made, firstTokenAt) => {
+        const now = performance.now();
+        const tPrefill = request.prefilledAt || now;
+        return computeTimings(this.loadMs, promptTokens.length, made, t0, tPrefill, firstTokenAt || tPrefill, now, {
+          queueMs: (request.scheduledAt || now) - request.submittedAt, cachedPromptTokens: request.cachedPromptTokens,
+        });
+      },
     };
   }
 

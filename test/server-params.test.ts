@@ -656,7 +656,7 @@ describe("participant names on stories260K", { skip: skip || skipWithoutJinja2 }
     assert.equal(r.usage!.prompt_tokens, tokens.length);
     assert.equal(r.choices[0]!.message.content, want.completion);
   });
-  test("llama-server's `samplers` (names or letters) sets the chain's order, a sampler left out does not run; `min_keep` is heeded; `timings_per_token` true is refused (all three were ignored)", async () => {
+  test("llama-server's `samplers` (names or letters) sets the chain's order, a sampler left out does not run; `min_keep` is heeded (both were ignored); a malformed `timings_per_token` is a 400 (true is test/server-timings-per-token.test.ts's)", async () => {
     // the judge: llama.cpp's common_sampler_init builds the chain from exactly the list
     // params_from_json_cmpl reads (common_sampler_types_from_names / _from_chars), and passes min_keep
     // to top-p, min-p and typical-p
@@ -694,7 +694,7 @@ describe("participant names on stories260K", { skip: skip || skipWithoutJinja2 }
       [{ samplers: 3 }, "samplers", /'samplers' must be a list of sampler names or a string of sampler letters, got 3/],
       [{ samplers: "tke", repeat_penalty: 1.3 }, "samplers", /"penalties" first or left out/],
       [{ min_keep: -1 }, "min_keep", /'min_keep' must be an integer in 0\.\.inf, got -1/],
-      [{ timings_per_token: true }, "timings_per_token", /^'timings_per_token' true asks for per-token timings this server does not send/],
+      [{ timings_per_token: "yes" }, "timings_per_token", /^'timings_per_token' must be a boolean, got "yes"$/],
     ] as const) {
       const r = await post(`${s.url}/v1/completions`, { ...once, ...extra });
       assert.equal(r.status, 400, JSON.stringify(r.json));

@@ -7,7 +7,7 @@ import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { nativeFinal, nativePartial, nativeProbability } from "./llama-native.js";
-import { finishReasonOf, joinLogprobs, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
+import { finishReasonOf, joinLogprobs, timingsObject, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
@@ -28,6 +28,8 @@ interface Job {
   includeUsage: boolean;
   /** stream_options.continuous_usage_stats: every chunk carries its choice's usage so far */
   continuousUsage: boolean;
+  /** llama-server's timings_per_token: every streamed chunk carries its request's timings so far */
+  timingsPerToken: boolean;
   /** top alternatives to report per token, when logprobs are asked for */
   logprobs: number | undefined;
   /** text completions' echo: each prompt's text, returned before its completion (and its tokens' logprobs, with logprobs) */
@@ -89,7 +91,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   }
   // (logit_bias text as llama-server's common_tokenize reads it: no BOS/EOS, special-token text as plain text)
   const options = generationOptionsOf(body, model.info.vocabSize, echo, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
-  const { stream, includeUsage, continuousUsage } = streamOf(body);
+  const { stream, includeUsage, continuousUsage, timingsPerToken } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];
   let replySyntax: ReplySyntax | undefined;
@@ -170,7 +172,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, timingsPerToken, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
@@ -427,12 +429,17 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
   const total = runs.length * job.n;
   // each choice's tokens so far (continuous usage: vLLM's chunk usage is its choice's prompt and tokens)
   const made = new Array<number>(total).fill(0);
-  const extra = (index: number) => {
+  // and when each choice's first token came (timings_per_token's decode time starts there)
+  const firstAt = new Array<number>(total).fill(0);
+  const usageSoFar = (index: number) => {
     if (!job.includeUsage) return {};
     if (!job.continuousUsage) return { usage: null };
     const prompt = job.prompts[Math.floor(index / job.n)]!.length;
     return { usage: { prompt_tokens: prompt, completion_tokens: made[index]!, total_tokens: prompt + made[index]! } };
   };
+  // (llama-server's send_partial_response: the slot's timings on each partial result, its tokens so far counted)
+  const timingsSoFar = (index: number) => job.timingsPerToken ? { timings: timingsObject(runs[Math.floor(index / job.n)]!.timingsSoFar(made[index]!, firstAt[index]!)) } : {};
+  const extra = (index: number) => ({ ...usageSoFar(index), ...timingsSoFar(index) });
   const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | "tool_calls" | null, logprobs: unknown = null) => job.kind === "chat"
     ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra(index) }
     : { ...head, choices: [{ index, text: text ?? "", logprobs, finish_reason: finish }], ...extra(index) };
@@ -488,14 +495,14 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
       }
       if (event.step) {
         const { token, text, logprob, endToken } = event.step;
-        if (token !== undefined) made[index]!++;
+        if (token !== undefined && made[index]!++ === 0) firstAt[index] = performance.now();
         const choice = logprobs?.[index];
         if (logprob) choice?.push(logprob);
         // a step without a token releases the text held back until the end
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
         if (job.native) {
-          if ((text !== "" || token !== undefined) && !(await sse.send(nativePartial(text, token, index, made[index]!, job.prompts[run]!.length)))) break;
+          if ((text !== "" || token !== undefined) && !(await sse.send({ ...nativePartial(text, token, index, made[index]!, job.prompts[run]!.length), ...timingsSoFar(index) }))) break;
           continue;
         }
         const placed = choice?.take(shown[index]!) ?? [];

@@ -1,4 +1,4 @@
-import type { FinishReason, GenerationResult, PromptLogprobs, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, PromptLogprobs, Timings, TokenLogprob } from "../generation/index.js";
 import { completionDecoder } from "../engine/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
@@ -45,7 +45,11 @@ export function usageOf(results: readonly GenerationResult[]): Usage {
 
 /** llama.cpp server's `timings` object (of the first prompt), with TTFT and queue time added, and its draft counts where the request drafted */
 export function timingsOf(r: GenerationResult): Record<string, number> {
-  const t = r.timings;
+  return timingsObject(r.timings, r.speculative);
+}
+
+/** llama.cpp server's `timings` object of engine timings (a finished request's, or one's so far: timings_per_token) */
+export function timingsObject(t: Timings, speculative?: GenerationResult["speculative"]): Record<string, number> {
   const promptMs = Math.max(0, t.prefillMs - t.queueMs);
   const computed = t.promptTokens - t.cachedPromptTokens;
   const round = (x: number) => Math.round(x * 1000) / 1000;
@@ -63,7 +67,7 @@ export function timingsOf(r: GenerationResult): Record<string, number> {
     queue_ms: t.queueMs,
     total_ms: t.totalMs,
     // (as llama-server's, where the request drafted)
-    ...(r.speculative ? { draft_n: r.speculative.drafted, draft_n_accepted: r.speculative.accepted } : {}),
+    ...(speculative ? { draft_n: speculative.drafted, draft_n_accepted: speculative.accepted } : {}),
   };
 }
 

@@ -152,11 +152,6 @@ function samplersOf(body: Body): readonly SamplerStep[] | undefined {
   }
 }
 
-/** llama-server's `timings_per_token` (a timings object in every stream chunk): not made here, so asking for it is refused rather than ignored */
-function refuseTimingsPerToken(body: Body): void {
-  if (optBoolean(body, "timings_per_token") === true) throw invalid("timings_per_token", "'timings_per_token' true asks for per-token timings this server does not send: leave it out, or send false (the reply's last chunk carries 'timings')", "unsupported_parameter");
-}
-
 /** `metadata`, as OpenAI's reference defines it: up to 16 pairs, keys of up to 64 characters, string values of up to 512 */
 function metadataOf(body: Body): void {
   const v = optObject(body, "metadata");
@@ -278,7 +273,6 @@ export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
  */
 export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
   refuseUnsupported(body);
-  refuseTimingsPerToken(body);
   optString(body, "user");
   // (OpenAI's processing tier: one server, one tier here, but a malformed one is the request's 400, as OpenAI's)
   optString(body, "service_tier");
@@ -317,16 +311,19 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false,
 /**
  * `stream` and its `stream_options`: `include_usage` (OpenAI's: a last chunk with the usage) and
  * vLLM's and SGLang's `continuous_usage_stats` (with include_usage, every chunk carries the usage
- * so far: a client that stops reading mid-reply still knows how many tokens it got)
+ * so far: a client that stops reading mid-reply still knows how many tokens it got), and
+ * llama-server's `timings_per_token` (its params_from_json_cmpl: every streamed chunk carries the
+ * request's timings so far; unstreamed, the reply's timings are all there is)
  */
-export function streamOf(body: Body): { stream: boolean; includeUsage: boolean; continuousUsage: boolean } {
+export function streamOf(body: Body): { stream: boolean; includeUsage: boolean; continuousUsage: boolean; timingsPerToken: boolean } {
   const stream = optBoolean(body, "stream") ?? false;
   const so = optObject(body, "stream_options");
   if (so && !stream) throw invalid("stream_options", "'stream_options' is only allowed with 'stream': true");
   const includeUsage = (so && optBoolean(so, "include_usage", "stream_options.include_usage")) ?? false;
   // (as vLLM: without include_usage it asks for nothing)
   const continuousUsage = ((so && optBoolean(so, "continuous_usage_stats", "stream_options.continuous_usage_stats")) ?? false) && includeUsage;
-  return { stream, includeUsage, continuousUsage };
+  const timingsPerToken = optBoolean(body, "timings_per_token") ?? false;
+  return { stream, includeUsage, continuousUsage, timingsPerToken };
 }
 
 /** the object without its undefined entries (so they cannot erase a default) */
