@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { chatFormatterFor, NoChatTemplateError, type ChatMessage } from "../src/chat/index.js";
+import { SETTING_FLAGS } from "../src/cli/serve.js";
 import { convertHFToGGUF } from "../src/convert/convert.js";
 import { loadModel } from "../src/index.js";
 import { startServer } from "../src/server/index.js";
@@ -126,6 +127,16 @@ test("the server renders a request with tools with the model's tool_use template
     const without = await post(`${server.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 1 });
     assert.equal(without.status, 400, JSON.stringify(without.json));
     assert.match(without.json.error.message, /none is "default" \(names: "rag", "tool_use"\)/);
+    // the remedy names the templates and the way to choose one, in the library's words here and in serve's flags there
+    assert.match(without.json.error.message, /: start the server with a chatTemplate, or with a chatTemplateName naming one of "rag", "tool_use", or use \/v1\/completions$/);
+    const flagged = await startServer(model, { port: 0, settingNames: SETTING_FLAGS });
+    try {
+      const r = await post(`${flagged.url}/v1/chat/completions`, { messages: MESSAGES, max_tokens: 1 });
+      assert.equal(r.status, 400, JSON.stringify(r.json));
+      assert.match(r.json.error.message, /: start the server with --chat-template FILE, or with --chat-template-name NAME naming one of "rag", "tool_use", or use \/v1\/completions$/);
+    } finally {
+      await flagged.close(1000);
+    }
     // a server started with a template's name (tsllm serve --chat-template-name) uses it for every request, tools or not
     const named = await startServer(model, { port: 0, chatTemplateName: "rag" });
     try {

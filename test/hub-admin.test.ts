@@ -718,32 +718,42 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
 });
 
-test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity or convert downloads its --model stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143", async () => {
+test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity, convert, chat, embed or bench downloads its --model, or generate / serve its --draft-model or perplexity its --base, stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143", async () => {
   const text = join(dir, "perplexity.txt");
   writeFileSync(text, "one two three four five six seven eight nine ten\n");
-  const commands = [
-    ["generate", ["--prompt", "hi"], "SIGINT", 130, 15], ["serve", ["--port", "0"], "SIGTERM", 143, 16], ["inspect", [], "SIGINT", 130, 17],
-    ["perplexity", ["--file", text], "SIGTERM", 143, 18], ["convert", ["--out", join(dir, "never.gguf")], "SIGINT", 130, 19],
+  // the first model of a run whose second one downloads: a file that is there (the second is fetched before either loads)
+  const local = join(dir, "first.gguf");
+  writeFileSync(local, "");
+  // [run, its arguments after the model downloaded (MODEL), its signal, its status, a seed]
+  const runs = [
+    ["generate", ["generate", "--model", "MODEL", "--prompt", "hi"], "SIGINT", 130, 15], ["serve", ["serve", "--model", "MODEL", "--port", "0"], "SIGTERM", 143, 16],
+    ["inspect", ["inspect", "--model", "MODEL"], "SIGINT", 130, 17], ["perplexity", ["perplexity", "--model", "MODEL", "--file", text], "SIGTERM", 143, 18],
+    ["convert", ["convert", "--model", "MODEL", "--out", join(dir, "never.gguf")], "SIGINT", 130, 19], ["chat", ["chat", "--model", "MODEL"], "SIGINT", 130, 20],
+    ["embed", ["embed", "--model", "MODEL", "--input", "hi"], "SIGTERM", 143, 21], ["bench", ["bench", "--model", "MODEL"], "SIGINT", 130, 22],
+    ["generate-draft", ["generate", "--model", local, "--draft-model", "MODEL", "--prompt", "hi"], "SIGTERM", 143, 23],
+    ["serve-draft", ["serve", "--model", local, "--draft-model", "MODEL", "--port", "0"], "SIGINT", 130, 24],
+    ["perplexity-base", ["perplexity", "--model", local, "--base", "MODEL", "--kl-divergence", "--file", text], "SIGINT", 130, 25],
   ] as const;
-  for (const [command, args, signal, status, seed] of commands) {
-    const cache = join(dir, `interrupted-${command}`);
+  for (const [name, args, signal, status, seed] of runs) {
+    const command = args[0];
+    const cache = join(dir, `interrupted-${name}`);
     const big: FakeFile = { path: "int-Q8_0.gguf", content: randomBytes(2_000_000, seed) };
-    hub.add({ repo: `acme/int-${command}`, commit: C1, files: [big] });
+    hub.add({ repo: `acme/int-${name}`, commit: C1, files: [big] });
     hub.stallMidway.set(sha256(big.content), 1); // it stops mid-file, holding its locks, until stopped
     const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
-    const partial = join(cache, `models--acme--int-${command}`, "blobs", `${blobName(big)}.incomplete`);
-    const run = spawnTsllm([command, "--model", `acme/int-${command}:Q8_0`, ...args], env);
+    const partial = join(cache, `models--acme--int-${name}`, "blobs", `${blobName(big)}.incomplete`);
+    const run = spawnTsllm(args.map((a) => (a === "MODEL" ? `acme/int-${name}:Q8_0` : a)), env);
     try {
-      await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, `tsllm ${command}'s download reaching the middle of its file`, run.child);
+      await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, () => `${args.join(" ")}: the download reaching the middle of its file (${run.stderr()})`, run.child);
     } finally {
       run.child.kill(signal);
     }
     const { code, stderr } = await run.closed;
-    assert.equal(code, status, stderr);
+    assert.equal(code, status, `${name}: ${stderr}`);
     assert.match(stderr, new RegExp(`\\ntsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\\n$`));
-    const locks = join(cache, ".locks", `models--acme--int-${command}`);
-    assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], `tsllm ${command} leaves no lock behind`);
-    assert.equal(statSync(partial).size, 1_000_000, "the part fetched is kept");
+    const locks = join(cache, ".locks", `models--acme--int-${name}`);
+    assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], `${name} leaves no lock behind`);
+    assert.equal(statSync(partial).size, 1_000_000, `${name}: the part fetched is kept`);
     hub.stallMidway.delete(sha256(big.content));
   }
 });

@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type BenchOptions, type BenchReport, type LlamaCppGpu } from "../bench/index.js";
 import { MODEL_MEANING, backendOption, flag, optionalCountList, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { cacheTypesFrom } from "./generate.js";
+import { resolveInterruptibly } from "./interrupt.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 
 export const benchHelp = `Usage: tsllm bench --model FILE.gguf [options]
@@ -80,9 +81,12 @@ export async function runBench(argv: string[]): Promise<void> {
   };
   // each table as soon as its benchmark ends (a sweep takes long); --json's array at the end
   const reports: BenchReport[] = [];
+  // a hub reference is downloaded once, after the flags are checked, where Ctrl-C stops it as it
+  // stops tsllm download (each benchmark's workers were given the reference and fetched it themselves)
+  const model = await resolveInterruptibly("bench", modelPath);
   for (const promptTokens of prompts) {
     for (const genTokens of gens) {
-      const report = await runBenchmark({ ...options, promptTokens, genTokens });
+      const report = await runBenchmark({ ...options, modelPath: model, promptTokens, genTokens });
       if (!json) process.stdout.write((reports.length > 0 ? "\n" : "") + formatReport(report));
       reports.push(report);
     }

@@ -5,6 +5,7 @@ import { DEFAULT_MAX_TOKENS, loadModel } from "../llm.js";
 import { normalizePrompt } from "../tokenizer/index.js";
 import { MODEL_MEANING, flag, optionalString, parse, requireString, type OptionSpec } from "./args.js";
 import { utf8Lines } from "./input-files.js";
+import { resolveInterruptibly } from "./interrupt.js";
 import { asUsageError, chatTemplateFrom, chatTemplateNameFrom, EXIT_INTERRUPTED, GENERATE_ARGS, MAX_CONTEXT, generateOptionsFrom, loadOptionsFrom, loadRefusalInFlagWords, smallerCacheFlags, startStream, withTrainedContext, writeContextFullNote } from "./generate.js";
 
 /**
@@ -106,7 +107,8 @@ export async function runChat(argv: string[]): Promise<number | undefined> {
   const system = optionalString(values, "system");
   const chatTemplate = chatTemplateFrom(values);
   const chatTemplateName = chatTemplateNameFrom(values);
-  const { path, options: loadOptions } = await withTrainedContext(modelPath, loadOptionsFrom(values));
+  // a hub reference is downloaded here, where Ctrl-C stops it as it stops tsllm download
+  const { path, options: loadOptions } = await withTrainedContext(await resolveInterruptibly("chat", modelPath), loadOptionsFrom(values));
   // its refusals in chat's flags (--ctx-size, --cache-type-k / --cache-type-v), as generate and serve word them
   const model = await loadModel(path, loadOptions).catch(loadRefusalInFlagWords);
   const remedies = { smallerCache: smallerCacheFlags(model) };

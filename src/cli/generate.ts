@@ -252,7 +252,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   const loadFlags = loadOptionsFrom(values);
   // a hub reference is downloaded here, where Ctrl-C stops it as it stops tsllm download
   const { path, options: loadOptions } = await withTrainedContext(await resolveInterruptibly("generate", modelPath), loadFlags);
-  const draftFile = draftPath === undefined ? undefined : await modelNamedBy("--draft-model", draftPath);
+  const draftFile = draftPath === undefined ? undefined : await modelNamedBy("generate", "--draft-model", draftPath);
   // a speculative request's draft cache counts in the target's pool: room for it as for a width;
   // and the draft's weights, scratch and cache come off what the pool may take (one account)
   const draftOptions = { ...loadOptions, quantize: draftQuantize };

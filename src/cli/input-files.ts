@@ -1,9 +1,9 @@
 import { constants } from "node:buffer";
 import { closeSync, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { PassThrough, type Readable } from "node:stream";
-import { resolveModelReference } from "../hub/index.js";
 import { printable } from "../units/index.js";
 import { MODEL_MEANING, optionalNonEmpty, UsageError, type ParsedValues } from "./args.js";
+import { resolveInterruptibly } from "./interrupt.js";
 
 // ignoreBOM keeps a leading BOM in the text, as Buffer's utf8 reading did: perplexity scores it
 // as llama.cpp does; generate's --file drops it itself, as llama.cpp's -f
@@ -251,11 +251,13 @@ export function vocabOption(values: ParsedValues): string | undefined {
 
 /**
  * A second model a flag names (--draft-model, --base), found before any model loads: a missing
- * one was "model not found: ..." after the first model had loaded, naming no flag.
+ * one was "model not found: ..." after the first model had loaded, naming no flag. A hub one is
+ * downloaded as `command`'s --model is (resolveInterruptibly): Ctrl-C or SIGTERM during it killed
+ * the process by the signal, its locks left behind and nothing said.
  */
-export function modelNamedBy(flag: string, ref: string): Promise<string> {
+export function modelNamedBy(command: string, flag: string, ref: string): Promise<string> {
   if (ref === "") return Promise.reject(new UsageError(`${flag} is empty; give ${MODEL_MEANING}`));
-  return resolveModelReference(ref).catch((e: unknown) => {
+  return resolveInterruptibly(command, ref).catch((e: unknown) => {
     throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
   });
 }

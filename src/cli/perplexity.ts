@@ -92,7 +92,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   // --base found before either model loads, named by its flag: a missing one was "model not
   // found: ..." after the text was tokenized and --model loaded, with no word of which model
   const baseFile = basePath === undefined ? undefined : basePath === modelPath ? modelFile
-    : await modelNamedBy("--base", basePath);
+    : await modelNamedBy("perplexity", "--base", basePath);
   const ctx = ctxArg === TRAINED_CONTEXT ? trainedContextOf(modelFile, "--ctx") : ctxArg;
   const tok = await loadTokenizer(modelFile);
   // as llama.cpp: the whole text tokenized once with BOS, special-token text left as text

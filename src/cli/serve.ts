@@ -18,7 +18,8 @@ truncate) and llama-server's POST /embedding instead of completions.
 Concurrent requests are batched by the engine. SIGTERM / SIGINT / SIGHUP drain the requests in flight
 (those still queued are answered 503 with Retry-After at once), then exit 0; during loading they exit 0
 at once, but while a hub --model downloads SIGTERM / SIGINT stop it as tsllm download's Ctrl-C does
-(the part fetched kept, exit 143 / 130); a second one exits 1 at once.
+(the part fetched kept, exit 143 / 130); a second one exits at once: 1, or during that download
+143 / 130 as the first.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
@@ -110,7 +111,7 @@ export const SERVE_ARGS: OptionSpec = {
 
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
-  kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE",
+  kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
   cacheTypes: "--cache-type-k / --cache-type-v",
 };
 
@@ -148,7 +149,7 @@ export async function runServe(argv: string[]): Promise<void> {
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   // a draft model not found is named by its flag before the model loads
-  const draftFile = draftRef === undefined ? undefined : modelNamedBy("--draft-model", draftRef);
+  const draftFile = draftRef === undefined ? undefined : modelNamedBy("serve", "--draft-model", draftRef);
   const target = Promise.all([resolveInterruptibly("serve", modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
     loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
@@ -198,7 +199,8 @@ async function loadDraft(model: Model | EmbeddingModel, file: string, options: L
 /**
  * Resolves with the name of the first stop signal: SIGTERM (process managers), SIGINT (Ctrl-C)
  * or SIGHUP (the terminal closed; Node's default would kill the process with its requests). A
- * second one exits 1 at once, for whoever will not wait for the drain.
+ * second one exits 1 at once, for whoever will not wait for the drain (during a hub --model's
+ * download interruptibleDownload has both: its second exits at once with the first's 130 / 143).
  */
 function stopSignals(): Promise<string> {
   return new Promise((resolve) => {

@@ -542,7 +542,7 @@ export class OpenAIServer {
           formatters.set(tools, f);
           return f;
         } catch (e) {
-          if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: start the server with ${this.settings.chatTemplate}, or use /v1/completions`, "no_chat_template");
+          if (e instanceof ChatTemplateError) throw invalid("messages", `${e instanceof NoChatTemplateError ? e.reason : e.message}: ${templateRemedy(e, this.settings)}`, "no_chat_template");
           throw e;
         }
       },
@@ -786,4 +786,15 @@ export class OpenAIServer {
  */
 export function startServer(model: Model | EmbeddingModel | Promise<Model | EmbeddingModel>, options: ServeOptions = {}): Promise<OpenAIServer> {
   return new OpenAIServer(model, options).listen();
+}
+
+/**
+ * What an operator does for a chat request the model has no template for: a model with named
+ * templates (none "default", or not the name given) needs only one of them named, which the
+ * 400 once left out ("start the server with --chat-template FILE" alone)
+ */
+function templateRemedy(e: ChatTemplateError, settings: SettingNames): string {
+  const names = e instanceof NoChatTemplateError ? e.names : [];
+  const named = names.length > 0 ? `, or with ${settings.chatTemplateName} naming one of ${names.map((n) => JSON.stringify(n)).join(", ")}` : "";
+  return `start the server with ${settings.chatTemplate}${named}, or use /v1/completions`;
 }

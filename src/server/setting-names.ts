@@ -16,12 +16,14 @@ export interface SettingNames {
   readonly readTimeoutMs: string;
   /** a chat template given to the server, after "start the server with" (ServeOptions.chatTemplate) */
   readonly chatTemplate: string;
+  /** one of the model's named templates chosen for the server, after "start the server with" (ServeOptions.chatTemplateName) */
+  readonly chatTemplateName: string;
   /** the KV cache's types (loadModel's cacheTypeK and cacheTypeV) */
   readonly cacheTypes: string;
 }
 
 /** the library's option names, for a server started from the library */
 export const LIBRARY_SETTING_NAMES: SettingNames = {
-  kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate",
+  kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
   cacheTypes: "cacheTypeK / cacheTypeV",
 };
