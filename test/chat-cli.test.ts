@@ -87,7 +87,7 @@ test("tsllm chat / generate --chat: no template is one clear error; --system wit
   assert.match(gen.stderr, /no chat template/);
   const usage = tsllm(["generate", "--model", sharedFile(MODEL)!, "--system", "x", "--prompt", "hi"]);
   assert.equal(usage.code, 2);
-  assert.match(usage.stderr, /--system and --chat-template need --chat/);
+  assert.match(usage.stderr, /--system, --chat-template and --chat-template-name need --chat/);
   const norm = tsllm(["generate", "--model", sharedFile(MODEL)!, "--normalize", "nfx", "--prompt", "hi"]);
   assert.equal(norm.code, 2);
   assert.match(norm.stderr, /--normalize must be one of none, nfc, nfkc/);
