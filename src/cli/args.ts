@@ -235,6 +235,16 @@ export function outputPath(path: string, what: string, platform: NodeJS.Platform
   return path;
 }
 
+/**
+ * A second model's option (--draft-model, --base): an empty one ("$DRAFT" unset) is said to be
+ * empty before anything is looked up, not found later behind the first model's own errors
+ */
+export function optionalModel(values: ParsedValues, name: string): string | undefined {
+  const v = optionalString(values, name);
+  if (v === "") throw new UsageError(`--${name} is empty; give ${MODEL_MEANING}`);
+  return v;
+}
+
 export function optionalString(values: ParsedValues, name: string): string | undefined {
   const v = values[name];
   return typeof v === "string" ? v : undefined;

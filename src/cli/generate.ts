@@ -12,7 +12,7 @@ import { defaultDraftTokens, memoryBeside, planDraft, refusalInTerms, RequestErr
 import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../cache/index.js";
 import { formatBytes, OptionError } from "../units/index.js";
 import { randomSeed, samplerStepsFromLlamaCpp, type SamplerStep } from "../sampling/index.js";
-import { MODEL_MEANING, backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, backendOption, decimalNumber, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalModel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { fileText, modelNamedBy, namedByFlag, readStdinText, readTextFile, readTextInput } from "./input-files.js";
 import { EXIT_INTERRUPTED, resolveInterruptibly } from "./interrupt.js";
 
@@ -217,7 +217,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   if (flag(values, "help")) { process.stdout.write(generateHelp); return; }
   const modelPath = requireString(values, "model", MODEL_MEANING);
   if (!flag(values, "chat") && (values.system !== undefined || values["chat-template"] !== undefined || values["chat-template-name"] !== undefined)) throw new UsageError("--system, --chat-template and --chat-template-name need --chat");
-  const draftPath = optionalString(values, "draft-model");
+  const draftPath = optionalModel(values, "draft-model");
   const draftQuantize = draftQuantizeFrom(values);
   if (draftPath === undefined && (draftQuantize !== undefined || values["draft-tokens"] !== undefined && !flag(values, "prompt-lookup"))) {
     throw new UsageError("--draft-quantize and --draft-tokens need --draft-model (or --prompt-lookup for --draft-tokens)");

@@ -1,7 +1,7 @@
 import { loadModel, loadTokenizer, type Model } from "../llm.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../perplexity/index.js";
 import { isQuantization, QUANTIZATIONS, type Quantization } from "../tensor/index.js";
-import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, memoryMarginOption, optionalModel, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, threadsOption, UsageError, type OptionSpec } from "./args.js";
 import { modelNamedBy, readTextInput } from "./input-files.js";
 import { cacheTypesFrom, MAX_CONTEXT, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { resolveInterruptibly } from "./interrupt.js";
@@ -73,7 +73,7 @@ export async function runPerplexity(argv: string[]): Promise<void> {
   const quantize = optionalString(values, "quantize");
   if (quantize !== undefined && !isQuantization(quantize)) throw new UsageError(`--quantize must be one of ${QUANTIZATIONS.join(", ")}, got "${quantize}"`);
   // --quantize without --base: the base is the same model, unquantized
-  const basePath = optionalString(values, "base") ?? (kl && quantize !== undefined ? modelPath : undefined);
+  const basePath = optionalModel(values, "base") ?? (kl && quantize !== undefined ? modelPath : undefined);
   if (kl && basePath === undefined) throw new UsageError("--kl-divergence needs --base FILE (the full-precision model), or --quantize Q to compare --model quantized against itself");
   if (!kl && basePath !== undefined) throw new UsageError("--base is only used with --kl-divergence");
   const backend = backendOption(values);
