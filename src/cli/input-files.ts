@@ -255,9 +255,9 @@ export function vocabOption(values: ParsedValues): string | undefined {
  * downloaded as `command`'s --model is (resolveInterruptibly): Ctrl-C or SIGTERM during it killed
  * the process by the signal, its locks left behind and nothing said.
  */
-export function modelNamedBy(command: string, flag: string, ref: string): Promise<string> {
+export function modelNamedBy(command: string, flag: string, ref: string, requestedStop?: (signal: NodeJS.Signals) => string): Promise<string> {
   if (ref === "") return Promise.reject(new UsageError(`${flag} is empty; give ${MODEL_MEANING}`));
-  return resolveInterruptibly(command, ref).catch((e: unknown) => {
+  return resolveInterruptibly(command, ref, requestedStop).catch((e: unknown) => {
     throw new Error(`${flag}: ${e instanceof Error ? e.message : String(e)}`);
   });
 }

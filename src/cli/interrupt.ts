@@ -15,13 +15,16 @@ export const downloadInProgress = (): boolean => downloading > 0;
  * (a file's part included) is kept for the next run to resume, and ends the process 130 / 143.
  * A second signal quits at once. Every command that downloads goes through here, so each stops
  * a download the same way (killed by the signal, a command left its locks and said nothing).
+ * With `requestedStop` (serve, whose stop while loading is a requested one that process managers
+ * must not count as a failure) the run ends 0 after that line, and a second signal exits 1.
  */
-export async function interruptibleDownload<T>(command: string, download: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function interruptibleDownload<T>(command: string, download: (signal: AbortSignal) => Promise<T>, requestedStop?: (signal: NodeJS.Signals) => string): Promise<T> {
   const interrupt = new AbortController();
-  let status: number | undefined;
+  let received: NodeJS.Signals | undefined;
+  const statusOf = (signal: NodeJS.Signals) => requestedStop ? 0 : signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (status !== undefined) process.exit(status);
-    status = signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
+    if (received !== undefined) process.exit(requestedStop ? 1 : statusOf(received));
+    received = signal;
     interrupt.abort();
   };
   process.on("SIGINT", onSignal);
@@ -30,10 +33,11 @@ export async function interruptibleDownload<T>(command: string, download: (signa
   try {
     return await download(interrupt.signal);
   } catch (e) {
-    if (status === undefined) throw e;
+    if (received === undefined) throw e;
+    const stopped = requestedStop ? `tsllm ${command}: ${requestedStop(received)}\n` : "";
     // (the download has let go of its locks when it rejects; written before the exit: stderr on a pipe is asynchronous outside Linux)
-    await new Promise<void>((done) => process.stderr.write(`tsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n`, () => done()));
-    process.exit(status);
+    await new Promise<void>((done) => process.stderr.write(`tsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n${stopped}`, () => done()));
+    process.exit(statusOf(received));
   } finally {
     downloading--;
     process.off("SIGINT", onSignal);
@@ -42,6 +46,6 @@ export async function interruptibleDownload<T>(command: string, download: (signa
 }
 
 /** --model resolved (a hub reference downloaded, or found in the cache) under interruptibleDownload */
-export function resolveInterruptibly(command: string, ref: string): Promise<string> {
-  return interruptibleDownload(command, (signal) => resolveModelReference(ref, { signal }));
+export function resolveInterruptibly(command: string, ref: string, requestedStop?: (signal: NodeJS.Signals) => string): Promise<string> {
+  return interruptibleDownload(command, (signal) => resolveModelReference(ref, { signal }), requestedStop);
 }

@@ -17,9 +17,8 @@ POST /v1/embeddings (OpenAI's shape, encoding_format float or base64; token ids;
 truncate) and llama-server's POST /embedding instead of completions.
 Concurrent requests are batched by the engine. SIGTERM / SIGINT / SIGHUP drain the requests in flight
 (those still queued are answered 503 with Retry-After at once), then exit 0; during loading they exit 0
-at once, but while a hub --model downloads SIGTERM / SIGINT stop it as tsllm download's Ctrl-C does
-(the part fetched kept, exit 143 / 130); a second one exits at once: 1, or during that download
-143 / 130 as the first.
+at once (a hub --model's download stopped as tsllm download's Ctrl-C stops it: its locks let go,
+the part fetched kept); a second one exits 1 at once.
 
 Options:
   --model MODEL         .gguf file, Hugging Face model folder, or Hub reference org/name[@rev][:QUANT] (required)
@@ -149,8 +148,8 @@ export async function runServe(argv: string[]): Promise<void> {
   // a process manager's SIGTERM kill it by the signal: exit 143, a failure to Docker and shells)
   const stopped = stopSignals();
   // a draft model not found is named by its flag before the model loads
-  const draftFile = draftRef === undefined ? undefined : modelNamedBy("serve", "--draft-model", draftRef);
-  const target = Promise.all([resolveInterruptibly("serve", modelRef), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
+  const draftFile = draftRef === undefined ? undefined : modelNamedBy("serve", "--draft-model", draftRef, stoppedWhileLoading);
+  const target = Promise.all([resolveInterruptibly("serve", modelRef, stoppedWhileLoading), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
     loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
   const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }, draftTokensOf({ draftTokens })));
@@ -168,7 +167,7 @@ export async function runServe(argv: string[]): Promise<void> {
   if ("signal" in loaded) {
     await server.close(0);
     // (written before the exit: stderr on a pipe is asynchronous outside Linux)
-    await new Promise<void>((resolve) => process.stderr.write(`tsllm serve: ${loaded.signal} while loading the model: stopped before serving\n`, () => resolve()));
+    await new Promise<void>((resolve) => process.stderr.write(`tsllm serve: ${stoppedWhileLoading(loaded.signal)}\n`, () => resolve()));
     // the loading cannot be cancelled (a download, file reads, worker threads) and would keep
     // the process alive: a requested stop exits 0, as it does after serving
     process.exit(0);
@@ -196,18 +195,21 @@ async function loadDraft(model: Model | EmbeddingModel, file: string, options: L
   return loadDraftBeside(model, file, options, "--kv-memory, --parallel or --ctx-size", draftTokens);
 }
 
+/** the last line of a stop asked for before the model was served (exit 0: a requested stop) */
+const stoppedWhileLoading = (signal: string) => `${signal} while loading the model: stopped before serving`;
+
 /**
  * Resolves with the name of the first stop signal: SIGTERM (process managers), SIGINT (Ctrl-C)
  * or SIGHUP (the terminal closed; Node's default would kill the process with its requests). A
  * second one exits 1 at once, for whoever will not wait for the drain (during a hub --model's
- * download interruptibleDownload has both: its second exits at once with the first's 130 / 143).
+ * download interruptibleDownload has SIGTERM and SIGINT, and ends the run as this would).
  */
 function stopSignals(): Promise<string> {
   return new Promise((resolve) => {
     let first: string | undefined;
     for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
       process.on(signal, () => {
-        // while --model downloads, its own handler stops it (interruptibleDownload: locks let go, exit 130 / 143)
+        // while --model downloads, its own handler stops it (interruptibleDownload: locks let go, the line below, exit 0)
         if (signal !== "SIGHUP" && downloadInProgress()) return;
         if (first !== undefined) {
           process.stderr.write(`tsllm serve: ${signal} again: exiting now\n`);
