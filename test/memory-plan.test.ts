@@ -31,6 +31,21 @@ const FILE = join(dir, "m.gguf");
 // a large vocabulary makes the weights (token_embd + output) the bulk, as in a real model
 const ready = SKIP ? Promise.resolve() : writeRandomModel(FILE, { ...tinyLlama, embeddingLength: 512, feedForwardLength: 1024, contextLength: 8192, seed: 61 });
 
+/**
+ * The judge's sizes of FILE: node-llama-cpp's reading of its header. Its tensors are F32, 4 bytes
+ * an element (GGUF spec); f32 K and V take 2 x layers x KV heads x head size x 4 bytes a position.
+ */
+async function judgedSizes(): Promise<{ perToken: number; weights: number }> {
+  const { readGgufFileInfo } = await import("node-llama-cpp");
+  const info = await readGgufFileInfo(FILE);
+  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
+  const weights = info.fullTensorInfo!.reduce((sum, t) => {
+    assert.equal(t.ggmlType, 0, t.name);
+    return sum + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1);
+  }, 0);
+  return { perToken: 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4, weights };
+}
+
 function request(ctx: number, quantize?: "q4_k" | "q8_0"): PlanRequest {
   return loadPlanRequest(openModel(FILE), { backend: "reference", ...(quantize ? { quantize } : {}) }, ctx)!;
 }
@@ -92,9 +107,7 @@ test('contextSize "auto" and the default KV pool leave memoryMargin free (llama.
   // the judge: llama.cpp's fit (common.h: fit_params_target 1024 MiB a device, fit_params_min_ctx
   // 4096) adjusts only what the user left unset so that the margin stays free. K/V bytes a
   // position from node-llama-cpp's reading of the header
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const full = planMemory(request(8192));
   // room for the trained 8192 tokens, but not beside a margin of 2048 tokens' K/V and more
   const margin = 2500 * perToken;
@@ -212,14 +225,7 @@ test("a kvCacheBytes (--kv-memory) budget past free memory is refused with the l
   await ready;
   // the judge: node-llama-cpp's GGUF reader; F32 tensors are 4 bytes an element (GGUF spec), and
   // f32 K and V are 2 x layers x KV heads x head size x 4 bytes a position
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const info = await readGgufFileInfo(FILE);
-  const weights = info.fullTensorInfo!.reduce((n, t) => {
-    assert.equal(t.ggmlType, 0, t.name);
-    return n + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1);
-  }, 0);
-  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken, weights } = await judgedSizes();
   const perBlock = 16 * perToken;
   const asked = 1000 * perBlock;
   const r = { ...request(2048), kvCacheBytes: asked };
@@ -245,9 +251,7 @@ test("a kvCacheBytes (--kv-memory) budget at a context whose scratch leaves no r
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, 2 x layers x KV heads x
   // head size x 4 bytes a position, and a load with the proposal at the same free memory
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const perBlock = 16 * perToken;
   const asked = 1000 * perBlock;
   // free: the weights, the scratch at 2048 tokens and 40.5 blocks, less than the scratch at 8192 needs beside one block
@@ -279,9 +283,7 @@ test("inspect names the KV pool loadModel reserves (room for 16 sequences, shrun
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, 2 x layers x KV heads x
   // head size x 4 bytes a position, and the pool the loaded engine really holds
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   // the plan of the default (wasm) backend at its default threads, as inspect and loadModel below make it
   const p = planMemory(loadPlanRequest(openModel(FILE), {}, 1024)!);
   // free: the plan (one context), 2.5 contexts more and the default 1 GiB margin (llama.cpp's
@@ -312,9 +314,7 @@ test("tsllm serve --parallel N past the KV pool free memory allows warns at star
   // the judge: f32 K and V from node-llama-cpp's reading of the header (2 x layers x KV heads x
   // head size x 4 bytes a position); free memory = the plan (weights, scratch, one context) and
   // exactly two contexts more, so the pool holds 3 x 512 positions of the 16 x 512 asked for
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const available = planMemory(request(512)).totalBytes + 2 * 512 * perToken;
   const warningsOf = async (args: string[], env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available), TSLLM_MEMORY_MARGIN: "0" }) => {
     const s = await spawnServe(["--model", FILE, "--ctx-size", "512", "--backend", "reference", ...args], { env });
@@ -354,9 +354,7 @@ test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one reque
   await ready;
   // the same judge and free memory as above: f32 K and V from node-llama-cpp's reading of the
   // header; free memory = the plan and two contexts more, no margin, so the pool holds 3 contexts of 512
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 2 * 512 * perToken), TSLLM_MEMORY_MARGIN: "0" };
   const common = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json"];
   for (const width of [["--n", "20"], ["--num-beams", "20"]]) {
@@ -377,9 +375,7 @@ test("tsllm generate --n 20 / --num-beams 20 widens its engine for its one reque
 test("generate --n / --num-beams below the memory margin: the pool holds the request's contexts where all of the free memory does (a warning names the margin given up), else one line in generate's flags", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   const freeWith = (contextsMore: number) => ({ ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + contextsMore * 512 * perToken), TSLLM_MEMORY_MARGIN: String(2 ** 30) });
   const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "2", "--seed", "1", "--json"];
@@ -452,9 +448,7 @@ test("generate's KV refusal proposes only a cache type that stores fewer bytes a
 test("generate --draft-model below the memory margin: the pool holds the draft model's cache beside the request's context where all of the free memory does (a warning), as generate without a draft runs", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   // free = the plan at 512, one context more (the draft's cache counts in the pool) and the draft's
   // own plan (the same file: its weights, scratch and the draft cache its request takes, a context
@@ -490,11 +484,7 @@ test("generate's default KV pool for a speculative request leaves the draft mode
   await ready;
   // the judges: the weights from the header's tensor sizes (F32: 4 bytes an element), K and V per
   // token from its shape (f32), both as node-llama-cpp reads them
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const info = await readGgufFileInfo(FILE);
-  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
-  const weights = info.fullTensorInfo!.reduce((sum, t) => { assert.equal(t.ggmlType, 0, t.name); return sum + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1); }, 0);
+  const { perToken, weights } = await judgedSizes();
   // free: the model's plan at 512, three contexts more and the draft's plan (the same file), no margin
   const available = planMemory(request(512)).totalBytes + 3 * 512 * perToken + planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
   const options = { backend: "reference", contextSize: 512, availableMemory: available, memoryMargin: 0, warmup: false } as const;
@@ -518,10 +508,7 @@ test("generate's default KV pool for a speculative request leaves the draft mode
 test("serve --draft-model: one memory plan with the model's --kv-memory pool, which it allocates only as requests come: the draft's weights, scratch and draft cache must fit beside the model's weights and scratch and the whole budget (a byte less: one line naming --draft-model, the numbers and what to lower)", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const info = await readGgufFileInfo(FILE);
-  const llama = (info.metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken, weights } = await judgedSizes();
   // the model's budget: 4 contexts; the draft (the same file) needs its weights, scratch and the
   // draft cache its first request takes (a context and a block: 528 positions)
   const budget = 4 * 512 * perToken;
@@ -532,7 +519,6 @@ test("serve --draft-model: one memory plan with the model's --kv-memory pool, wh
   // before, TSLLM_AVAILABLE_MEMORY (a figure no load changes) was taken off only the budget's
   // growth, not the model's weights: the draft started in the budget and its own plan alone, which
   // is not enough for both models (the weights, 21 MB each, from the header's tensor sizes)
-  const weights = info.fullTensorInfo!.reduce((sum, t) => { assert.equal(t.ggmlType, 0, t.name); return sum + 4 * t.dimensions.reduce((a: number, d) => a * Number(d), 1); }, 0);
   const over = await run(process.execPath, ["--import", "tsx", CLI, "serve", "--port", "0", ...args], { cwd: PROJECT_ROOT, env: envWith(budget + draftPlan) }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   assert.equal(over.code, 2, over.stderr);
   const resident = /--model takes [\d.]+ [kMG]?B \(weights and scratch ([\d.]+) MB \+/.exec(over.stderr);
@@ -554,9 +540,7 @@ test("serve --draft-tokens 24: the draft cache in the plan holds the context and
   await ready;
   // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V); the
   // positions by hand: the context, the round's 24 proposed tokens and the current token, in 16-token blocks
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const draftTokens = Math.ceil((512 + 24 + 1) / 16) * 16;
   assert.equal(draftTokens, 544);
   const budget = 4 * 512 * perToken;
@@ -582,9 +566,7 @@ test("serve --draft-tokens 24: the draft cache in the plan holds the context and
 test("--memory-margin SIZE (llama.cpp's --fit-target) sets the margin automatic sizes leave on generate, serve, inspect, over TSLLM_MEMORY_MARGIN; a bad value is one line naming the flag on every command that takes it", { skip: SKIP, timeout: 420_000 }, async () => {
   await ready;
   // the judge: f32 K and V from node-llama-cpp's reading of the header, as the tests above
-  const { readGgufFileInfo } = await import("node-llama-cpp");
-  const llama = ((await readGgufFileInfo(FILE)).metadata as unknown as { llama: { block_count: number; embedding_length: number; attention: { head_count: number; head_count_kv: number } } }).llama;
-  const perToken = 2 * llama.block_count * llama.attention.head_count_kv * (llama.embedding_length / llama.attention.head_count) * 4;
+  const { perToken } = await judgedSizes();
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   // generate --n 20 at 512 tokens: free = the plan and two contexts more, so the default 1 GiB
   // margin (the environment's here) is given up for the request's contexts, with a warning; a 0
