@@ -19,7 +19,9 @@ import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
  * Judged by transformers' reading of tokenizer_config.json (a string; a list of {name, template}
  * made a name -> template map at load, failing there on an entry without both keys; the "default"
  * one used when no name is given) and the newer chat_template.jinja beside it, which llama.cpp's
- * convert_hf_to_gguf.py also reads; the loader is the same reading (chatTemplateOf).
+ * convert_hf_to_gguf.py also reads; the loader is the same reading (chatTemplateOf). Where the
+ * folder has both, the two judges part: transformers chats with the file's, gguf-py writes the
+ * config's (tested below).
  */
 const FOLDER = "hf-oracle/gpt2-tiny";
 const VOCAB = "tokenizer-tests/ggml-vocab-gpt-2.gguf";
@@ -76,6 +78,40 @@ test("convert, with --vocab and without, writes the template the folder's tokeni
       assert.deepEqual(await templateKeysOf(out), { chat_template: want, ...named }, `${name} ${options.vocab ? "--vocab" : "own tokenizer"}: node-llama-cpp's reading`);
     }
   }
+});
+
+test("tokenizer_config.json's chat_template and chat_template.jinja both there: the tokenizer chats with the file's, as transformers loads it; convert writes the config's, as llama.cpp's converter does; chat_template.json only for convert", { skip }, async () => {
+  // transformers' tokenizer loader: template files "take priority over template entries in the
+  // tokenizer config" (its test_chat_template_file_priority); gguf-py's SpecialVocab takes
+  // tokenizer_config.get('chat_template', <chat_template.jinja, else chat_template.json>), reading
+  // additional_chat_templates/*.jinja only beside chat_template.jinja
+  const { folder } = folderWith("both", { chatTemplate: [{ name: "default", template: "C{{ messages[0].content }}" }, { name: "tool_use", template: "T" }], jinja: "J{{ messages[0].content }}" });
+  mkdirSync(join(folder, "additional_chat_templates"));
+  writeFileSync(join(folder, "additional_chat_templates", "rag.jinja"), "R");
+  const tokenizer = openTokenizer(folder);
+  assert.equal(tokenizer.chatTemplate?.source, "J{{ messages[0].content }}");
+  assert.equal(tokenizer.chatTemplate?.where, `${join(folder, "chat_template.jinja")}: chat template`);
+  assert.deepEqual([...(tokenizer.namedChatTemplates?.keys() ?? [])], ["rag"], "the config's named templates are not read beside the files");
+  const out = join(dir, "both.gguf");
+  await convertHFToGGUF(folder, out, { type: "f32" });
+  assert.deepEqual(await templateKeysOf(out), { chat_template: "C{{ messages[0].content }}", "chat_template.tool_use": "T", chat_templates: ["tool_use"] });
+
+  // chat_template.json (a processor's file): transformers' tokenizer has no template, llama.cpp's converter writes it
+  const json = folderWith("json", {});
+  writeFileSync(join(json.folder, "chat_template.json"), JSON.stringify({ chat_template: "P{{ messages[0].content }}" }));
+  assert.equal(openTokenizer(json.folder).chatTemplate, undefined);
+  const jsonOut = join(dir, "json.gguf");
+  await convertHFToGGUF(json.folder, jsonOut, { type: "f32" });
+  assert.deepEqual(await templateKeysOf(jsonOut), { chat_template: "P{{ messages[0].content }}" });
+
+  // additional_chat_templates without chat_template.jinja: named templates to the tokenizer, none for the converter
+  const additional = folderWith("additional-only", {});
+  mkdirSync(join(additional.folder, "additional_chat_templates"));
+  writeFileSync(join(additional.folder, "additional_chat_templates", "tool_use.jinja"), "T");
+  assert.deepEqual([...(openTokenizer(additional.folder).namedChatTemplates?.keys() ?? [])], ["tool_use"]);
+  const additionalOut = join(dir, "additional-only.gguf");
+  await convertHFToGGUF(additional.folder, additionalOut, { type: "f32" });
+  assert.deepEqual(await templateKeysOf(additionalOut), {});
 });
 
 test("named chat templates with no \"default\": convert writes each as tokenizer.chat_template.<name> and their names as tokenizer.chat_templates, no tokenizer.chat_template, as llama.cpp's converter does, with one warning line; the GGUF loads", { skip }, async () => {

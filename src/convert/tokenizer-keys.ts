@@ -14,9 +14,9 @@ import { TokenType } from "../tokenizer/index.js";
  *   and `tokenizer.ggml.pre` named after the pre-tokenizer's split pattern;
  * - SentencePiece-style BPE tokenizer.json ("▁" for spaces, <0xNN> byte fallback): model "llama"
  *   with scores and token types.
- * Special ids, add_bos/add_eos and the chat template come from the folder's HFTokenizer, which
- * already resolves tokenizer_config.json, special_tokens_map.json, the post-processor and
- * chat_template.jinja. Anything else is refused with an error that points at --vocab.
+ * Special ids and add_bos/add_eos come from the folder's HFTokenizer, which already resolves
+ * tokenizer_config.json, special_tokens_map.json and the post-processor; the chat template as the
+ * converter reads it (folderChatTemplate). Anything else is refused with an error that points at --vocab.
  */
 
 const SUGGEST = "pass --vocab FILE.gguf (a GGUF with the same tokenizer) to copy its tokenizer.* keys instead";

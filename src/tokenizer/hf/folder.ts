@@ -21,22 +21,31 @@ function readConfig(dir: string): JsonObject {
 }
 
 /**
- * A folder's chat template as its tokenizer reads it: tokenizer_config.json's chat_template
- * (chatTemplateOf), else chat_template.jinja beside it (newer repos), named by the file it is in.
+ * A folder's chat templates as transformers' tokenizer loads them: template files, when there are
+ * any, are its templates (chat_template.jinja the one a chat uses when none is named,
+ * additional_chat_templates/<name>.jinja the named ones) and tokenizer_config.json's chat_template
+ * is not read (its loader: the files "take priority over template entries in the tokenizer
+ * config"); else the config's chat_template (chatTemplateOf).
  */
 function chatTemplateIn(dir: string, config: JsonObject): ChatTemplateReading {
-  const reading = jinjaTemplate(dir, config) ?? chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
-  const files = additionalTemplates(dir);
-  if (files.size === 0) return reading;
-  // transformers: each additional_chat_templates/<name>.jinja is the template of that name, beside (or over) the config's
-  const named = new Map([...(reading.namedChatTemplates ?? []), ...files]);
-  const problem = reading.chatTemplate || reading.chatTemplateProblem !== undefined ? {} : { chatTemplateProblem: onlyNamedProblem(join(dir, ADDITIONAL), named.keys()) };
-  return { ...reading, ...problem, namedChatTemplates: named };
+  const files = templateFiles(dir);
+  if (files === undefined) return chatTemplateOf(config.chat_template, join(dir, "tokenizer_config.json"));
+  const named = files.named.size > 0 ? { namedChatTemplates: files.named } : {};
+  if (files.chatTemplate) return { chatTemplate: files.chatTemplate, ...named };
+  return { chatTemplateProblem: onlyNamedProblem(join(dir, ADDITIONAL), files.named.keys()), ...named };
 }
 
 const ADDITIONAL = "additional_chat_templates";
 
-/** additional_chat_templates/<name>.jinja, name -> template, as newer transformers saves the named templates */
+/** chat_template.jinja and additional_chat_templates/<name>.jinja (name -> template), as newer transformers saves templates; undefined when there are none */
+function templateFiles(dir: string): { chatTemplate?: ChatTemplateSource; named: Map<string, ChatTemplateSource> } | undefined {
+  const chatTemplate = jinjaTemplate(dir);
+  const named = additionalTemplates(dir);
+  if (chatTemplate === undefined && named.size === 0) return undefined;
+  return { ...(chatTemplate ? { chatTemplate } : {}), named };
+}
+
+/** additional_chat_templates/<name>.jinja, name -> template */
 function additionalTemplates(dir: string): Map<string, ChatTemplateSource> {
   const folder = join(dir, ADDITIONAL);
   const out = new Map<string, ChatTemplateSource>();
@@ -48,23 +57,28 @@ function additionalTemplates(dir: string): Map<string, ChatTemplateSource> {
   return out;
 }
 
-/** chat_template.jinja, read when tokenizer_config.json has no chat_template */
-function jinjaTemplate(dir: string, config: JsonObject): ChatTemplateReading | undefined {
+/** chat_template.jinja, when the folder has one */
+function jinjaTemplate(dir: string): ChatTemplateSource | undefined {
   const jinjaPath = join(dir, "chat_template.jinja");
-  if (config.chat_template !== undefined || !existsSync(jinjaPath)) return undefined;
-  return { chatTemplate: { source: readTokenizerFile(jinjaPath), where: `${jinjaPath}: chat template` } };
+  return existsSync(jinjaPath) ? { source: readTokenizerFile(jinjaPath), where: `${jinjaPath}: chat template` } : undefined;
 }
 
-/** The chat template of a folder as its tokenizer reads it, with the named ones of a list or map, for `convert`. */
+/**
+ * A folder's chat templates as llama.cpp's converter reads them (gguf-py's SpecialVocab), for
+ * `convert`: tokenizer_config.json's chat_template when the config has the field; else
+ * chat_template.jinja, with additional_chat_templates/<name>.jinja as its named ones; else
+ * chat_template.json's chat_template. Where the config and chat_template.jinja both have one, the
+ * converter writes the config's while transformers' tokenizer chats with the file's.
+ */
 export function folderChatTemplate(dir: string): ChatTemplateField {
   const config = readConfig(dir);
-  const jinja = jinjaTemplate(dir, config);
-  const field = jinja ? { ...jinja, named: new Map<string, string>(), noDefault: false } : chatTemplateField(config.chat_template, join(dir, "tokenizer_config.json"));
-  const files = additionalTemplates(dir);
-  if (files.size === 0) return field;
-  const named = new Map([...field.named, ...[...files].map(([name, t]) => [name, t.source] as const)]);
-  if (field.chatTemplate || field.chatTemplateProblem !== undefined) return { ...field, named };
-  return { ...field, named, noDefault: true, chatTemplateProblem: onlyNamedProblem(join(dir, ADDITIONAL), named.keys()) };
+  const configPath = join(dir, "tokenizer_config.json");
+  if (config.chat_template !== undefined) return chatTemplateField(config.chat_template, configPath);
+  const chatTemplate = jinjaTemplate(dir);
+  if (chatTemplate) return { chatTemplate, named: new Map([...additionalTemplates(dir)].map(([name, t]) => [name, t.source])), noDefault: false };
+  const jsonPath = join(dir, "chat_template.json");
+  if (existsSync(jsonPath)) return chatTemplateField(readJsonObject(jsonPath).chat_template, jsonPath);
+  return chatTemplateField(undefined, configPath);
 }
 
 /** generation_config.json's eos_token_id (a number or a list), which also ends generation. */
