@@ -169,6 +169,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     const kv = model.engine.stats.kvCapacityTokens;
     options.maxTokens = Math.max(1, Math.min(context - longest, Math.floor((kv - longest) / n) - 32));
   }
+  contextShiftOf(body, prompts, options.maxTokens, context, maxTokensParam(body));
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
@@ -229,6 +230,31 @@ function checkRoom(promptTokens: number, context: number, maxTokens: number | un
 }
 
 /**
+ * llama-server's `n_keep` (the prompt's tokens kept when a full context is shifted, -1 all of them)
+ * and `n_discard` (the tokens then dropped, 0 half of what is left), in its hard limits. They act
+ * only once a completion fills its context, and only where the context is shifted (llama-server's
+ * --context-shift, off by default); this server never shifts it: a completion stops at the
+ * context's end (finish_reason "length", stop_type "limit"). So 0 (their default, sent by clients
+ * with every request) asks nothing, and so does any value for a completion that ends before its
+ * context is full; one that could fill it with n_keep or n_discard set asks for a shift this
+ * server would not make, a 400 naming the field (it was answered as if not sent: the completion
+ * cut short where the client expected it to go on)
+ */
+function contextShiftOf(body: Body, prompts: readonly number[][], maxTokens: number, context: number, maxTokensName: string): void {
+  const nKeep = optNumber(body, "n_keep", { integer: true, min: -1, max: 2 ** 31 - 1 });
+  const nDiscard = optNumber(body, "n_discard", { integer: true, min: 0, max: 2 ** 31 - 1 });
+  const [name, value] = nKeep !== undefined && nKeep !== 0 ? ["n_keep", nKeep] as const : nDiscard !== undefined && nDiscard !== 0 ? ["n_discard", nDiscard] as const : [];
+  if (name === undefined) return;
+  const longest = Math.max(...prompts.map((p) => p.length));
+  if (longest + maxTokens < context) return;
+  const asks = name === "n_keep" ? `keeping ${value === -1 ? "all of the prompt's" : `${value} of the prompt's`} tokens` : `dropping ${value} tokens`;
+  const room = context - longest - 1;
+  const limit = room >= 1 ? `, or set ${maxTokensName} to at most ${room} so the completion ends before the context is full` : "";
+  throw invalid(name, `'${name}' ${value} asks that the context be shifted once the completion fills it (${asks}) so that it goes on: this server never shifts the context ` +
+    `(as llama-server without --context-shift, its default), a completion stops at the context's end (${context} tokens). Leave ${name} out (or 0)${limit}`, "unsupported_parameter");
+}
+
+/**
  * The server's draft model for a request that can draft with it: one choice (n and best_of 1),
  * no logprobs of its tokens or its prompt's, a token to generate. llama-server's
  * `speculative.n_max` (a flat key, as its requests give it) sets the tokens proposed a round, 0
@@ -242,9 +268,10 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   const draft = ctx.draft;
   if (!draft || nMax === 0 || (options.n ?? 1) > 1 || options.logprobs !== undefined || options.promptLogprobs !== undefined || !options.maxTokens) return;
   options.draftModel = draft.model;
-  // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
-  const tokens = nMax ?? draft.tokens;
-  if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
+  // n_max at most the server's draft tokens, which the draft's KV pool is planned for (a larger one
+  // would only take more of that pool, as llama-server clamps it to its slot's --draft-max), and at
+  // most the tokens left to generate: a larger one would only reserve KV blocks no proposal fills
+  options.draftTokens = Math.min(nMax ?? draft.tokens, draft.tokens, options.maxTokens);
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */
