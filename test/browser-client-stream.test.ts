@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
 import { after, test } from "node:test";
 import { TsllmWorker } from "../src/browser/client.js";
+import { sentError } from "../src/browser/errors.js";
 import type { Reply, Request } from "../src/browser/protocol.js";
 import { ChatTemplateError, NoChatTemplateError } from "../src/chat/index.js";
 import { RequestError } from "../src/engine/index.js";
@@ -185,6 +186,23 @@ test("a refusal the worker sends is rebuilt as the library's class of that name 
   const other = await sent("AbortError", "x.gguf: aborted");
   assert.ok(other instanceof Error && !(other instanceof OptionError));
   assert.deepEqual([other.name, other.message], ["AbortError", "x.gguf: aborted"]);
+  client.terminate();
+});
+
+test("streamChat() with chatTemplateName (one of the model's named templates) sends it to the worker, as Model.streamChat takes it; the worker's NoChatTemplateError arrives with the template names (its `names`), as sentError sends it", async () => {
+  const { client, worker } = engine();
+  const messages = [{ role: "user", content: "Lily" }];
+  const it = client.streamChat(messages, { chatTemplateName: "tool_use", maxTokens: 2 });
+  const sent = worker.posted[0] as Extract<Request, { op: "chat" }>;
+  assert.deepEqual([sent.op, sent.options], ["chat", { chatTemplateName: "tool_use", maxTokens: 2 }]);
+  await it.return(undefined as never);
+  // the worker's side: sentError, as engine-worker.ts sends a thrown error
+  const thrown = new NoChatTemplateError(`x.gguf: the model has several named chat templates and none is "default" (names: "rag", "tool_use")`, ["rag", "tool_use"]);
+  const done = client.chat(messages);
+  worker.reply({ id: worker.posted.at(-1)!.id, kind: "error", ...sentError(thrown) });
+  const rebuilt = await done.then(() => undefined, (e: unknown) => e);
+  assert.ok(rebuilt instanceof NoChatTemplateError, String(rebuilt));
+  assert.deepEqual([rebuilt.message, rebuilt.reason, rebuilt.names], [thrown.message, thrown.reason, ["rag", "tool_use"]]);
   client.terminate();
 });
 

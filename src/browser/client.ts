@@ -315,7 +315,7 @@ export class TsllmWorker {
     checkChatArguments(messages, options);
     // (as Model.streamChat finds no template before it checks the generation options)
     if (this.model && !this.model.hasChatTemplate && options.chatTemplate === undefined) throw new NoChatTemplateError();
-    const { system: _s, chatTemplate: _t, parseSpecialInContent: _p, ...generation } = options;
+    const { system: _s, chatTemplate: _t, chatTemplateName: _n, parseSpecialInContent: _p, ...generation } = options;
     checkStreamOptions(generation);
     // (the model's own template's end-of-turn ids, from its load; another template's need the worker's tokenizer)
     const endOfTurn = options.chatTemplate === undefined ? this.model?.endOfTurnIds : undefined;

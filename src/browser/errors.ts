@@ -15,9 +15,14 @@ export interface SentError {
   message: string;
   /** the Error's name ("OptionError", "RequestError", "AbortError" for an aborted load, ...) */
   name?: string;
-  /** its own fields of plain values, as the class set them (`option`, `code`, `reason`) */
-  fields?: Record<string, string | number | boolean>;
+  /** its own fields of plain values or lists of them, as the class set them (`option`, `code`, `reason`, NoChatTemplateError's `names`) */
+  fields?: Record<string, PlainField>;
 }
+
+type Plain = string | number | boolean;
+type PlainField = Plain | Plain[];
+
+const isPlain = (value: unknown): value is Plain => typeof value === "string" || typeof value === "number" || typeof value === "boolean";
 
 /** the library's exported error classes a page can meet (browser/index.ts exports them), by name */
 const CLASSES: Record<string, new (...args: never[]) => Error> = { OptionError, RequestError, DisposedError, ChatTemplateError, NoChatTemplateError, GGUFError };
@@ -25,9 +30,11 @@ const CLASSES: Record<string, new (...args: never[]) => Error> = { OptionError, 
 /** what the page needs of a thrown value to rebuild it */
 export function sentError(err: unknown): SentError {
   if (!(err instanceof Error)) return { message: String(err) };
-  const fields: Record<string, string | number | boolean> = {};
+  const fields: Record<string, PlainField> = {};
   for (const [key, value] of Object.entries(err)) {
-    if (key !== "name" && key !== "message" && (typeof value === "string" || typeof value === "number" || typeof value === "boolean")) fields[key] = value;
+    if (key === "name" || key === "message") continue;
+    if (isPlain(value)) fields[key] = value;
+    else if (Array.isArray(value) && value.every(isPlain)) fields[key] = [...value];
   }
   return { message: err.message, name: err.name, ...(Object.keys(fields).length > 0 ? { fields } : {}) };
 }
