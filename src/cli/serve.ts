@@ -11,7 +11,7 @@ export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
 An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (streaming or not),
 GET /v1/models, /health, /metrics (Prometheus), POST /tokenize, /detokenize, and a chat page at /;
-llama-server's own POST /completion (its reply shape), /apply-template and GET /props too.
+llama-server's own POST /completion (its reply shape), /infill, /apply-template and GET /props too.
 With an embedding model (a sentence-transformers folder, or any BERT / RoBERTa / DistilBERT folder):
 POST /v1/embeddings (OpenAI's shape, encoding_format float or base64; token ids; dimensions;
 truncate) and llama-server's POST /embedding instead of completions.

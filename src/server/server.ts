@@ -10,6 +10,7 @@ import { yieldToEventLoop } from "../platform/host.js";
 import { printable } from "../units/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { applyTemplate, handleCompletion } from "./completions.js";
+import { handleInfill } from "./infill.js";
 import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./embeddings.js";
 import type { ServeContext } from "./context.js";
 import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
@@ -252,6 +253,8 @@ export class OpenAIServer {
     // llama-server's own completion routes, answered in its own shape ({content, stop, tokens_predicted, ...}), and its template route
     for (const path of ["/completion", "/completions"]) post(path, async (req, res) => handleCompletion(this.ready(), "text", await this.json(req), res, "llama"));
     post("/apply-template", async (req, res) => applyTemplate(this.ready(), await this.json(req), res));
+    // llama-server's fill-in-the-middle route (llama.vim, llama.vscode): the FIM prompt assembled, then completed as /completion
+    post("/infill", async (req, res) => handleInfill(this.ready(), await this.json(req), res));
     post("/v1/embeddings", async (req, res) => this.embeddings(await this.json(req), res, "openai"));
     // llama-server's own routes ({content} -> [{index, embedding: [vector]}]), and its reranking ones answered, not "no route"
     for (const path of ["/embedding", "/embeddings"]) post(path, async (req, res) => this.embeddings(await this.json(req), res, "llama"));

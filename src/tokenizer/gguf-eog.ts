@@ -1,5 +1,5 @@
 import { tokenIndex } from "./vocab-tokenizer.js";
-import { TokenType } from "./types.js";
+import { TokenType, type FimTokenIds } from "./types.js";
 
 /**
  * llama.cpp's recognition of chat / fill-in-the-middle / end-of-generation tokens by their text
@@ -27,11 +27,17 @@ export interface SpecialIdsFromMetadata {
   fimPre?: number; fimSuf?: number; fimMid?: number; fimPad?: number; fimRep?: number; fimSep?: number;
 }
 
+/** the ids that end generation, and the fill-in-the-middle tokens (metadata's or found by text) */
+export interface DetectedSpecialTokens {
+  readonly endOfGeneration: Set<number>;
+  readonly fim: FimTokenIds;
+}
+
 /**
- * Fills in the ids the metadata lacks, updates `types` in place, and returns the set of ids that
- * end generation.
+ * Fills in the ids the metadata lacks, updates `types` in place, and returns the ids that end
+ * generation and the fill-in-the-middle tokens.
  */
-export function detectEndOfGeneration(tokens: readonly string[], types: Int32Array, given: SpecialIdsFromMetadata, byText: ReadonlyMap<string, number> = tokenIndex(tokens)): Set<number> {
+export function detectSpecialTokens(tokens: readonly string[], types: Int32Array, given: SpecialIdsFromMetadata, byText: ReadonlyMap<string, number> = tokenIndex(tokens)): DetectedSpecialTokens {
   const find = (texts: readonly string[]): number | undefined => {
     let best: number | undefined;
     for (const t of texts) {
@@ -43,9 +49,9 @@ export function detectEndOfGeneration(tokens: readonly string[], types: Int32Arr
   };
   const eot = given.eot ?? find(EOT_TEXTS);
   const eom = given.eom ?? find(EOM_TEXTS);
-  if (given.fimPre === undefined) find(FIM_PRE_TEXTS);
-  if (given.fimSuf === undefined) find(FIM_SUF_TEXTS);
-  if (given.fimMid === undefined) find(FIM_MID_TEXTS);
+  const fimPre = given.fimPre ?? find(FIM_PRE_TEXTS);
+  const fimSuf = given.fimSuf ?? find(FIM_SUF_TEXTS);
+  const fimMid = given.fimMid ?? find(FIM_MID_TEXTS);
   const fimPad = given.fimPad ?? find(FIM_PAD_TEXTS);
   const fimRep = given.fimRep ?? find(FIM_REP_TEXTS);
   const fimSep = given.fimSep ?? find(FIM_SEP_TEXTS);
@@ -75,5 +81,9 @@ export function detectEndOfGeneration(tokens: readonly string[], types: Int32Arr
     eog.delete(id);
     types[id] = TokenType.Normal;
   }
-  return eog;
+  const fim: FimTokenIds = {
+    ...(fimPre === undefined ? {} : { prefix: fimPre }), ...(fimSuf === undefined ? {} : { suffix: fimSuf }), ...(fimMid === undefined ? {} : { middle: fimMid }),
+    ...(fimPad === undefined ? {} : { pad: fimPad }), ...(fimRep === undefined ? {} : { repo: fimRep }), ...(fimSep === undefined ? {} : { fileSeparator: fimSep }),
+  };
+  return { endOfGeneration: eog, fim };
 }

@@ -1,7 +1,7 @@
 import { GGUFError, GGUFMetadata, readGGUFHeader } from "../formats/index.js";
 import { parseMergeLines } from "./bpe.js";
 import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js";
-import { detectEndOfGeneration } from "./gguf-eog.js";
+import { detectSpecialTokens } from "./gguf-eog.js";
 import { onlyNamedProblem } from "./hf/chat-template.js";
 import { TokenType, type ChatTemplateReading, type ChatTemplateSource, type Tokenizer } from "./types.js";
 import { tokenIndex, VocabTokenizer } from "./vocab-tokenizer.js";
@@ -102,7 +102,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
 
   // one index of the tokens by text for every lookup below and the tokenizer's own (~5 ms each at 49K tokens)
   const byText = tokenIndex(tokens);
-  const eog = detectEndOfGeneration(tokens, types, {
+  const special = detectSpecialTokens(tokens, types, {
     eos: eosId,
     eot: specialId("eot_token_id", undefined),
     eom: specialId("eom_token_id", undefined),
@@ -137,7 +137,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     textToId: byText,
     ignoreMerges: model === "gpt2" && IGNORE_MERGES_PRE.has(pre ?? ""),
     bosId, eosId, unkId, padId, sepId, clsId, maskId,
-    eogIds: eog, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
+    eogIds: special.endOfGeneration, fimIds: special.fim, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
     ...ggufChatTemplate(meta),
   });
 }

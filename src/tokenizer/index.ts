@@ -1,6 +1,6 @@
 export { tokenizerFromGGUF, loadGGUFTokenizer } from "./gguf.js";
 export { VocabTokenizer, type VocabSpec } from "./vocab-tokenizer.js";
-export { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type Tokenizer, type EncodeOptions, type DecodeOptions, type StreamDecoder, type StreamDecoderOptions } from "./types.js";
+export { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type FimTokenIds, type Tokenizer, type EncodeOptions, type DecodeOptions, type StreamDecoder, type StreamDecoderOptions } from "./types.js";
 export { BPE, parseMergeLines, type BPEOptions } from "./bpe.js";
 export { spmEncode, SpmMerger } from "./spm.js";
 export { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";

@@ -68,6 +68,22 @@ export interface ChatTemplateReading {
   readonly namedChatTemplates?: ReadonlyMap<string, ChatTemplateSource>;
 }
 
+/**
+ * A vocabulary's fill-in-the-middle tokens, as llama.cpp reads them (llama_vocab_fim_pre ...): the
+ * tokenizer.ggml.fim_*_token_id keys (the older prefix/suffix/middle_token_id too), else the token
+ * spelled as one of the family's texts ("<|fim_prefix|>", "<fim-prefix>", "<PRE>", ...)
+ */
+export interface FimTokenIds {
+  readonly prefix?: number;
+  readonly suffix?: number;
+  readonly middle?: number;
+  readonly pad?: number;
+  /** the repository-name marker of the repo-level pattern ("<|repo_name|>", "<reponame>") */
+  readonly repo?: number;
+  /** the marker before each file of the repo-level pattern ("<|file_sep|>") */
+  readonly fileSeparator?: number;
+}
+
 export interface Tokenizer extends ChatTemplateReading {
   /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = byte-level BPE, bert = WordPiece */
   readonly type: "llama" | "gpt2" | "bert";
@@ -83,6 +99,8 @@ export interface Tokenizer extends ChatTemplateReading {
   readonly maskId?: number;
   /** ids that end generation: eos, eot (<|eot_id|>, <|im_end|>, <|end|>...), eom, per llama.cpp's rules */
   readonly endOfGenerationIds: ReadonlySet<number>;
+  /** the fill-in-the-middle tokens the vocabulary has (none: an empty object) */
+  readonly fimIds: FimTokenIds;
   readonly addBos: boolean;
   readonly addEos: boolean;
   encode(text: string, options?: EncodeOptions): number[];

@@ -6,7 +6,7 @@ import { checkDecodeOptions, checkEncodeOptions, checkStreamDecoderOptions } fro
 import { PieceCursor } from "./pre-tokenizers.js";
 import { SpecialMatcher, type SpecialToken } from "./special-split.js";
 import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
-import { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
+import { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type FimTokenIds, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 import { WordCache } from "./word-cache.js";
 import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from "./word-run.js";
@@ -40,6 +40,8 @@ export interface VocabSpec extends ChatTemplateReading {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly eogIds: ReadonlySet<number>;
+  /** fill-in-the-middle tokens (absent: none) */
+  readonly fimIds?: FimTokenIds;
   readonly addBos: boolean;
   readonly addEos: boolean;
   /** llama: prefix a space to text at the start and after special tokens */
@@ -99,6 +101,7 @@ export class VocabTokenizer implements Tokenizer {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly fimIds: FimTokenIds;
   readonly addBos: boolean;
   readonly addEos: boolean;
   readonly chatTemplate?: ChatTemplateSource;
@@ -129,6 +132,7 @@ export class VocabTokenizer implements Tokenizer {
     this.bosId = spec.bosId; this.eosId = spec.eosId; this.unkId = spec.unkId; this.padId = spec.padId;
     this.sepId = spec.sepId; this.clsId = spec.clsId; this.maskId = spec.maskId;
     this.endOfGenerationIds = spec.eogIds;
+    this.fimIds = spec.fimIds ?? {};
     this.addBos = spec.addBos;
     this.addEos = spec.addEos;
     this.chatTemplate = spec.chatTemplate;

@@ -1,7 +1,7 @@
 import { Tokenizer as LibTokenizerClass } from "@huggingface/tokenizers";
 import { mergeIdsOf, MergeTable, type MergeIds } from "../bpe.js";
-import { detectEndOfGeneration } from "../gguf-eog.js";
-import { tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
+import { detectSpecialTokens } from "../gguf-eog.js";
+import { tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type FimTokenIds, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "../types.js";
 import { isObject, tokenText, type JsonObject } from "./json-files.js";
 import { cleanUpStream, windowedStreamDecoder } from "./stream.js";
 import { cleanUpTokenization, ownDecoderFor, type OwnDecoder } from "./decoder.js";
@@ -286,6 +286,8 @@ export class HFTokenizer implements Tokenizer {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly endOfGenerationIds: ReadonlySet<number>;
+  /** the fill-in-the-middle tokens among the added tokens, found by text as llama.cpp finds them in a GGUF */
+  readonly fimIds: FimTokenIds;
   readonly addBos: boolean;
   readonly addEos: boolean;
   /** tokenizer_config.json's chat_template (the "default" one when it names several, as transformers) or chat_template.jinja */
@@ -397,7 +399,9 @@ export class HFTokenizer implements Tokenizer {
     // end of generation: eos, generation_config's ids, and llama.cpp's end-of-turn texts among the added tokens
     const texts: string[] = new Array(this.vocabSize).fill("");
     for (const id of this.addedIds) texts[id] = this.lib.id_to_token(id) ?? "";
-    const eog = detectEndOfGeneration(texts, new Int32Array(this.vocabSize), { eos: this.eosId });
+    const special = detectSpecialTokens(texts, new Int32Array(this.vocabSize), { eos: this.eosId });
+    const eog = special.endOfGeneration;
+    this.fimIds = special.fim;
     for (const id of source.extraEosIds ?? []) if (Number.isInteger(id) && id >= 0 && id < this.vocabSize) eog.add(id);
     this.endOfGenerationIds = eog;
 
