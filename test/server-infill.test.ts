@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +9,7 @@ import { loadModel, type Model } from "../src/index.js";
 import { startServer, type OpenAIServer } from "../src/server/index.js";
 import { assembleInfill } from "../src/server/infill.js";
 import { GGMLType } from "../src/tensor/index.js";
+import { tokenizerFromFolder } from "../src/tokenizer/hf/index.js";
 import { writeRandomModel, type RandomModelSpec } from "../src/testing/random-model.js";
 import { disposeSharedLlama, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { post, serveStories, skipStories } from "./helpers/serve.js";
@@ -236,4 +237,23 @@ describe("POST /infill on a model without FIM tokens", { skip: skipStories || no
       await s.close();
     }
   });
+});
+
+test("a tokenizer.json vocabulary's FIM tokens are found by llama.cpp's texts among its added tokens", { skip: skipWithoutShared("hf-oracle/gpt2-tiny") }, () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-infill-hf-"));
+  try {
+    const from = sharedFile("hf-oracle/gpt2-tiny")!;
+    const json = JSON.parse(readFileSync(join(from, "tokenizer.json"), "utf8"));
+    // Qwen2.5-Coder's spellings, ids past gpt2's 50257
+    const added = ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|file_sep|>"];
+    added.forEach((content, i) => json.added_tokens.push({ id: 50257 + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(json));
+    copyFileSync(join(from, "tokenizer_config.json"), join(dir, "tokenizer_config.json"));
+    const tok = tokenizerFromFolder(dir);
+    assert.deepEqual(tok.fimIds, { prefix: 50257, middle: 50258, suffix: 50259, fileSeparator: 50260 });
+    // the file separator ends generation, as llama.cpp adds fim_pad/rep/sep to its end-of-generation set
+    assert.ok(tok.endOfGenerationIds.has(50260));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
