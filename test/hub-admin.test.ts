@@ -783,7 +783,7 @@ test("a download that waited for another and took over from it once it was kille
   assert.deepEqual(readdirSync(locks), [], "the killed one's snapshot lock goes too");
 });
 
-test("a download whose lock was taken over while it was stopped (a laptop asleep past the heartbeat) and that then writes on cannot spoil the file the taker verified", async () => {
+test("a download on another host whose lock was taken over while it was stopped (asleep past the heartbeat) and that then writes on cannot spoil the file the taker verified", async () => {
   const cache = join(dir, "two-writers");
   const big: FakeFile = { path: "two-Q8_0.gguf", content: randomBytes(2_000_000, 15) };
   hub.add({ repo: "acme/two", commit: C1, files: [big] });
@@ -797,9 +797,12 @@ test("a download whose lock was taken over while it was stopped (a laptop asleep
   try {
     await until(() => (statSync(`${blob}.incomplete`, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, "the first download reaching the middle of its file", first.child);
     first.child.kill("SIGSTOP");
-    // stopped, its heartbeat has been silent for two minutes: its lock is taken over
+    // stopped, its heartbeat has been silent for two minutes: as a holder on another host (a cache
+    // on a shared volume; on this host a live holder keeps its lock), its lock is taken over
+    const lock = join(cache, ".locks", "models--acme--two", `${blobName(big)}.tsllm.lock`);
+    writeFileSync(lock, readFileSync(lock, "utf8").replace(` ${hostname()} `, " another-host "));
     const old = new Date(Date.now() - 120_000);
-    utimesSync(join(cache, ".locks", "models--acme--two", `${blobName(big)}.tsllm.lock`), old, old);
+    utimesSync(lock, old, old);
     const second = await tsllm(["download", "acme/two:Q8_0", "--quiet"], env);
     assert.equal(second.code, 0, second.stderr);
     assert.deepEqual(readFileSync(blob), big.content);

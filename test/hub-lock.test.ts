@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
-import { hostname, tmpdir } from "node:os";
+import { hostname, tmpdir, uptime } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, test } from "node:test";
 import { getEventListeners } from "node:events";
 import { sleep } from "../src/hub/http.js";
-import { withFileLock } from "../src/hub/lock.js";
+import { liveHolder, removeAbandonedLocksIn, withFileLock } from "../src/hub/lock.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tsllm-hub-lock-"));
@@ -145,4 +145,82 @@ test("a wait on a lock whose holder has not written its pid yet names another pr
   await assert.rejects(withFileLock(lock, async () => undefined, AbortSignal.timeout(300), (holder) => heard.push(holder)), { name: "TimeoutError" });
   assert.deepEqual(heard, ["another process"]);
   rmSync(lock);
+});
+
+/** a process holding the lock file `lock` (acquireFileLock) until killed; `held` resolves once it has it */
+function holder(lock: string): { child: ChildProcessWithoutNullStreams; held: Promise<void>; exited: Promise<unknown> } {
+  const code = `
+import { acquireFileLock } from ${JSON.stringify(pathToFileURL(resolve(PROJECT_ROOT, "src/hub/lock.ts")).href)};
+await acquireFileLock(${JSON.stringify(lock)});
+process.stdout.write("held\\n");
+setInterval(() => undefined, 60_000);
+`;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: PROJECT_ROOT });
+  return { child, held: lines(child, "held", 1), exited: new Promise((r) => child.once("exit", r)) };
+}
+
+test("a live holder on this host keeps its lock however long its heartbeat was silent (stopped, as a laptop asleep or a long synchronous hash); dead, its lock is taken at once", { timeout: 60_000 }, async () => {
+  const locks = join(dir, "paused");
+  mkdirSync(locks);
+  const lock = join(locks, "blob.tsllm.lock");
+  const h = holder(lock);
+  try {
+    await h.held;
+    h.child.kill("SIGSTOP");
+    // stopped, its heartbeat has been silent for two minutes
+    const old = new Date(Date.now() - 120_000);
+    utimesSync(lock, old, old);
+    assert.equal(liveHolder(lock), `process ${h.child.pid}`, "a cache removal still finds the download in progress");
+    await removeAbandonedLocksIn(locks, (name) => name.endsWith(".tsllm.lock"));
+    assert.ok(existsSync(lock), "the clearing of abandoned locks leaves it");
+    let ran = false;
+    // tried once before its first sleep, judged then: a stale judgement would have taken the lock and run
+    await assert.rejects(withFileLock(lock, async () => { ran = true; }, AbortSignal.abort()), { name: "AbortError" });
+    assert.equal(ran, false, "a waiter does not take it from the live holder");
+    assert.match(readFileSync(lock, "utf8"), new RegExp(`^${h.child.pid} `));
+  } finally {
+    h.child.kill("SIGKILL");
+    await h.exited;
+  }
+  // the holder dead (its pid gone): its lock is abandoned, whatever its heartbeat says
+  const now = new Date();
+  utimesSync(lock, now, now);
+  assert.equal(liveHolder(lock), undefined);
+  let ran = false;
+  await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
+  assert.equal(ran, true);
+});
+
+test("a lock naming a live pid that is another process's now (a reused pid: started otherwise than the lock says, or the lock older than this boot) is taken at once", { timeout: 60_000 }, async () => {
+  const lock = join(dir, "reused-pid.tsllm.lock");
+  // a live process that never took the lock: the pid of a holder that died, given again
+  const other = spawn(process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
+  const exited = new Promise((r) => other.once("exit", r));
+  try {
+    const alive = `${other.pid} ${hostname()} 0123456789abcdef`;
+    const take = async () => {
+      let ran = false;
+      await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
+      return ran;
+    };
+    if (existsSync("/proc/self/stat")) {
+      // Linux: the start the lock names is not that of the process with the pid now
+      writeFileSync(lock, `${alive} 1\n`);
+      assert.equal(await take(), true, "a start that differs: another process");
+    }
+    // touched last before this host booted: whoever has the pid now cannot be its writer
+    writeFileSync(lock, `${alive} -\n`);
+    const beforeBoot = new Date(Date.now() - uptime() * 1000 - 86_400_000);
+    utimesSync(lock, beforeBoot, beforeBoot);
+    assert.equal(await take(), true, "a lock from before the boot");
+    // a start this host cannot tell and a heartbeat silent past a minute in this boot: a live holder, kept
+    writeFileSync(lock, `${alive} -\n`);
+    const old = new Date(Date.now() - Math.min(120_000, uptime() * 500));
+    utimesSync(lock, old, old);
+    assert.equal(liveHolder(lock), `process ${other.pid}`);
+    rmSync(lock);
+  } finally {
+    other.kill("SIGKILL");
+    await exited;
+  }
 });

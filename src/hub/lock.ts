@@ -1,11 +1,14 @@
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, open, rm, utimes } from "node:fs/promises";
-import { hostname } from "node:os";
+import { hostname, uptime } from "node:os";
 import { dirname, join } from "node:path";
 import { sleep } from "./http.js";
 
-/** a holder refreshes its lock this often; a lock untouched for STALE_MS is abandoned */
+/**
+ * a holder refreshes its lock this often; a lock from another host untouched for STALE_MS is
+ * abandoned (on this host a live holder keeps its lock however long its heartbeat paused)
+ */
 const HEARTBEAT_MS = 5_000;
 const STALE_MS = 60_000;
 /** how many takers may die one after another while taking over the same lock before waiters just wait */
@@ -15,7 +18,7 @@ const HOST = hostname();
 /** the tokens of the locks this process holds now (a pid alone may be an earlier process's: containers restart with the same pids) */
 const heldHere = new Set<string>();
 
-/** What a lock file says: `<pid> <host> <nonce>`, unique to one taking of the lock. */
+/** What a lock file says: `<pid> <host> <nonce> <start>`, unique to one taking of the lock. */
 interface Holder {
   readonly token: string;
   readonly mtimeMs: number;
@@ -23,8 +26,25 @@ interface Holder {
   readonly id: string;
 }
 
-/** `<pid> <host> <nonce>`: what a lock file holds */
-const newToken = () => `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
+/**
+ * When process `pid` started, as Linux counts it (clock ticks since boot, /proc/<pid>/stat's 22nd
+ * field): a pid alive now that started otherwise is another process than the one that wrote a
+ * lock (pids are reused: a restarted container's processes get the same ones). Undefined where
+ * there is no /proc.
+ */
+function processStart(pid: number | "self"): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // the fields after the command name in parentheses (which may hold spaces and parentheses): state is the 3rd
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[22 - 3];
+  } catch {
+    return undefined;
+  }
+}
+const START = processStart("self") ?? "-";
+
+/** `<pid> <host> <nonce> <start>`: what a lock file holds (`-` for a start this host cannot tell) */
+const newToken = () => `${process.pid} ${HOST} ${randomBytes(8).toString("hex")} ${START}`;
 
 function readHolder(path: string): Holder | undefined {
   try {
@@ -46,15 +66,21 @@ function isAlive(pid: number): boolean {
 }
 
 /**
- * A lock whose holder died (its pid is gone on this host) or stopped refreshing it. A holder on
- * another host (a cache on a shared volume, another container) is judged by its heartbeat only:
- * its pid means nothing here.
+ * A lock whose holder is gone. On this host that is a holder whose pid is dead, or is now another
+ * process's (it started otherwise than the token says, or the lock was last touched before this
+ * host booted); a live holder keeps its lock however long its heartbeat has been silent: a process
+ * stopped (SIGSTOP, a laptop asleep) or busy (a long synchronous hash) is not a dead one, as the OS
+ * lock of Python's filelock stays with a stopped process. A holder on another host (a cache on a
+ * shared volume, another container) is judged by its heartbeat only: its pid means nothing here.
  */
 function isStale(h: Holder): boolean {
-  const [pidText, host] = h.token.split(" ");
+  const [pidText, host, , start] = h.token.split(" ");
   const pid = Number(pidText);
   if (Number.isSafeInteger(pid) && pid > 0 && (host === undefined || host === HOST)) {
-    if (pid === process.pid ? !heldHere.has(h.token) : !isAlive(pid)) return true;
+    if (pid === process.pid) return !heldHere.has(h.token);
+    if (!isAlive(pid)) return true;
+    const startNow = start !== undefined && start !== "-" ? processStart(pid) : undefined;
+    return (startNow !== undefined && startNow !== start) || h.mtimeMs < Date.now() - uptime() * 1000;
   }
   return Date.now() - h.mtimeMs > STALE_MS;
 }
@@ -155,7 +181,7 @@ const CLAIM_SUFFIX = /(\.takeover-[0-9a-f]{16})+$/;
 
 /**
  * Deletes each lock file of `dir` named as `isLock` accepts, and each takeover claim on one, whose
- * holder is gone (dead, or silent past the heartbeat), as a waiter on it would take it over: a
+ * holder is gone (isStale: dead, or on another host and silent past the heartbeat), as a waiter on it would take it over: a
  * lock no one waits on again (a killed download's snapshot lock, named for that download alone; the
  * lock of a file no download fetches again; the claim of a waiter killed mid-takeover) is otherwise
  * left behind for good. A live holder's lock is never touched.
@@ -182,7 +208,7 @@ export async function removeAbandonedLocksIn(dir: string, isLock: (name: string)
 
 /**
  * The process holding the lock file at `path` now, as `<pid> <host>`, or undefined when there is
- * no lock or its holder is gone (dead, or silent past the heartbeat): how a cache removal tells a
+ * no lock or its holder is gone (isStale): how a cache removal tells a
  * download in progress from one that died.
  */
 export function liveHolder(path: string): string | undefined {
