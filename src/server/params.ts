@@ -106,6 +106,9 @@ const UNIMPLEMENTED_SAMPLERS: readonly { readonly name: string; readonly off: (v
   { name: "top_n_sigma", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)" },
   // (a time limit on the generation, which llama-server applies where positive: a reply here runs to its token limit)
   { name: "t_max_predict_ms", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)", what: "a time limit" },
+  // (llama-server's stop at the first new line indented less than n_indent, where positive, which
+  // llama.vim sends with each /infill: the reply here would run past that line)
+  { name: "n_indent", off: (v) => v <= 0, offIs: "0", what: "a stop rule (a line indented less ends the reply)" },
 ];
 
 /** a request asking for a sampler or an output this server does not have: a 400 naming the field, not an answer made without it */
