@@ -1,4 +1,5 @@
 import { resolveModelReference } from "../hub/index.js";
+import { keepDefaultSignalAction } from "../platform/signals.js";
 
 /** the status of a run that Ctrl-C ended: 128 + SIGINT, as llama.cpp exits */
 export const EXIT_INTERRUPTED = 130;
@@ -15,10 +16,14 @@ export const downloadInProgress = (): boolean => downloading > 0;
  * (a file's part included) is kept for the next run to resume, and ends the process 130 / 143.
  * A second signal quits at once. Every command that downloads goes through here, so each stops
  * a download the same way (killed by the signal, a command left its locks and said nothing).
+ * A signal that comes as the download ends, too late to abort it, stops the run all the same
+ * once it has finished (the run does not go on to load and generate after a Ctrl-C).
  * With `requestedStop` (serve, whose stop while loading is a requested one that process managers
  * must not count as a failure) the run ends 0 after that line, and a second signal exits 1.
  */
 export async function interruptibleDownload<T>(command: string, download: (signal: AbortSignal) => Promise<T>, requestedStop?: (signal: NodeJS.Signals) => string): Promise<T> {
+  // first, and for good: removing this download's listeners below then never drops a signal caught meanwhile
+  keepDefaultSignalAction();
   const interrupt = new AbortController();
   let received: NodeJS.Signals | undefined;
   const statusOf = (signal: NodeJS.Signals) => requestedStop ? 0 : signal === "SIGTERM" ? EXIT_TERMINATED : EXIT_INTERRUPTED;
@@ -31,13 +36,20 @@ export async function interruptibleDownload<T>(command: string, download: (signa
   process.on("SIGTERM", onSignal);
   downloading++;
   try {
-    return await download(interrupt.signal);
-  } catch (e) {
-    if (received === undefined) throw e;
+    let finished: { value: T } | undefined;
+    try {
+      finished = { value: await download(interrupt.signal) };
+    } catch (e) {
+      if (received === undefined) throw e;
+    }
+    if (received === undefined) return finished!.value;
+    // a signal that came as the download was ending (too late to abort it) still stops the run:
+    // the download has settled, its locks let go and its files whole (finished) or a part kept
+    const kept = finished ? "the download had finished and is in the cache" : "what was downloaded is kept in the cache, and the next run resumes from there";
     const stopped = requestedStop ? `tsllm ${command}: ${requestedStop(received)}\n` : "";
-    // (the download has let go of its locks when it rejects; written before the exit: stderr on a pipe is asynchronous outside Linux)
-    await new Promise<void>((done) => process.stderr.write(`tsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\n${stopped}`, () => done()));
-    process.exit(statusOf(received));
+    // (written before the exit: stderr on a pipe is asynchronous outside Linux)
+    await new Promise<void>((done) => process.stderr.write(`tsllm ${command}: interrupted; ${kept}\n${stopped}`, () => done()));
+    return process.exit(statusOf(received));
   } finally {
     downloading--;
     process.off("SIGINT", onSignal);

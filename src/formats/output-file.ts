@@ -1,6 +1,7 @@
 import { realpathSync, rmSync, statSync } from "node:fs";
 import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { signalHandledElsewhere } from "../platform/signals.js";
 
 /**
  * Throws when `output` is the same file as one of `inputs` (the same inode: a hard link or a
@@ -147,7 +148,7 @@ function removeOnSignal(tmp: string, created: Promise<unknown>): () => void {
       stop();
       void created.catch(() => undefined).then(() => {
         rmSync(tmp, { force: true });
-        if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+        if (!signalHandledElsewhere(sig)) process.kill(process.pid, sig);
       });
     };
     process.once(sig, h);
