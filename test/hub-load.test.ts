@@ -11,6 +11,7 @@ import { FakeHub } from "./helpers/hub-fake.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 import { COMMANDS } from "../src/cli/commands.js";
 import { runTsllm } from "./helpers/child.js";
+import { spawnServe } from "./helpers/serve.js";
 import { documentedKeys } from "./helpers/documented-json.js";
 
 // tinyLlama borrows stories260K's vocabulary
@@ -101,6 +102,34 @@ test("tsllm download prints the snapshot (or JSON); errors are one line naming t
   assert.match(missing.stderr, /^tsllm: error: acme\/nope@main is not in the cache .*\n$/);
   const usage = await tsllm(["download", "a/b", "--source", "ftp"], env);
   assert.equal(usage.code, 2);
+});
+
+test("tsllm generate and serve with the hub unreachable load the cached snapshot, saying so in one line on stderr as tsllm download does", { skip, timeout: 240_000 }, async () => {
+  const cache = join(dir, "cache-away");
+  const env: NodeJS.ProcessEnv = { ...savedEnv, HF_ENDPOINT: hub.hubUrl, HF_HUB_CACHE: cache };
+  delete env.HF_HUB_OFFLINE;
+  delete env.HF_TOKEN;
+  const fetched = await tsllm(["download", `${REPO}:Q8_0`, "--quiet"], env);
+  assert.equal(fetched.code, 0, fetched.stderr);
+  // a hub that no longer listens
+  const dead = new FakeHub();
+  await dead.start();
+  const url = dead.hubUrl;
+  await dead.close();
+  const away: NodeJS.ProcessEnv = { ...env, HF_ENDPOINT: url };
+  const snapshot = join(cache, "models--acme--tiny-llama-GGUF", "snapshots", "a".repeat(40));
+  const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  const said = (command: string) => new RegExp(`^tsllm ${command}: the hub could not answer \\(GET ${literal(url)}/api/models/${literal(REPO)}/revision/main failed: [^\\n]*ECONNREFUSED[^\\n]*\\); the cached snapshot ${literal(snapshot)} is used as it is$`, "gm");
+  const generated = await tsllm(["generate", "--model", `${REPO}:Q8_0`, "--prompt", "Once upon a time", "--max-tokens", "4", "--temp", "0", "--threads", "1"], away);
+  assert.equal(generated.code, 0, generated.stderr);
+  assert.equal(generated.stderr.match(said("generate"))?.length, 1, `said once: ${generated.stderr}`);
+  const served = await spawnServe(["--model", `${REPO}:Q8_0`], { env: away });
+  try {
+    assert.equal(served.stderr().match(said("serve"))?.length, 1, `said once: ${served.stderr()}`);
+  } finally {
+    served.child.kill("SIGTERM");
+    await served.exited;
+  }
 });
 
 test("progress: plain lines off a TTY, redrawn bars with speed and ETA on one", () => {

@@ -1,7 +1,7 @@
 import { downloadModel, progressReporter } from "../hub/index.js";
 import type { HubSourceName } from "../hub/index.js";
 import { flag, optionalNonEmpty, optionalString, parseWithPositionals, strings, UsageError, type ParsedValues } from "./args.js";
-import { interruptibleDownload } from "./interrupt.js";
+import { interruptibleDownload, sayServedWithoutHub } from "./interrupt.js";
 import { revisionOption } from "./rm.js";
 
 export const downloadHelp = `Usage: tsllm download REF [--revision R] [--include GLOB]... [--exclude GLOB]...
@@ -55,7 +55,7 @@ export async function runDownload(argv: string[]): Promise<number | undefined> {
   // Ctrl-C (or a service manager's SIGTERM) stops the transfers and lets go of the locks, as in every command that downloads
   const result = await interruptibleDownload("download", (signal) => download(positionals[0]!, values, source as HubSourceName, signal));
   // the hub unreachable, the cache served as it is: said, so a snapshot the hub has moved on from is no surprise
-  if (result.hubFailure) process.stderr.write(`tsllm download: the hub could not answer (${result.hubFailure}); the cached snapshot ${result.snapshotDir} is used as it is\n`);
+  if (result.hubFailure !== undefined) sayServedWithoutHub("download", result.hubFailure, result.snapshotDir);
   if (flag(values, "json")) {
     const { repo, revision, commit, snapshotDir, path, files, fromCache } = result;
     process.stdout.write(JSON.stringify({ source: result.source, repo, revision, commit, snapshot: snapshotDir, path, files, fromCache }, null, 2) + "\n");

@@ -57,7 +57,16 @@ export async function interruptibleDownload<T>(command: string, download: (signa
   }
 }
 
-/** --model resolved (a hub reference downloaded, or found in the cache) under interruptibleDownload */
+/**
+ * The line a command says when the hub could not answer and the cached snapshot serves as it is
+ * (on stderr, once per reference): a snapshot the hub has moved on from is then no surprise.
+ */
+export function sayServedWithoutHub(command: string, failure: string, snapshotDir: string): void {
+  process.stderr.write(`tsllm ${command}: the hub could not answer (${failure}); the cached snapshot ${snapshotDir} is used as it is\n`);
+}
+
+/** --model resolved (a hub reference downloaded, or found in the cache) under interruptibleDownload; a cached copy served without the hub is said */
 export function resolveInterruptibly(command: string, ref: string, requestedStop?: (signal: NodeJS.Signals) => string): Promise<string> {
-  return interruptibleDownload(command, (signal) => resolveModelReference(ref, { signal }), requestedStop);
+  const onServedWithoutHub = (failure: string, snapshotDir: string) => sayServedWithoutHub(command, failure, snapshotDir);
+  return interruptibleDownload(command, (signal) => resolveModelReference(ref, { signal, onServedWithoutHub }), requestedStop);
 }

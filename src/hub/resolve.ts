@@ -6,6 +6,8 @@ import { looksLikeHubReference } from "./reference.js";
 export type ResolveOptions = Omit<DownloadOptions, "refresh"> & {
   /** no progress output (default: progress on stderr) */
   quiet?: boolean;
+  /** told when the hub could not answer and the cached snapshot serves instead: what failed, and that snapshot */
+  onServedWithoutHub?: (failure: string, snapshotDir: string) => void;
 };
 
 /**
@@ -20,8 +22,9 @@ export async function resolveModelReference(ref: string, options: ResolveOptions
   if (!looksLikeHubReference(ref)) {
     throw new Error(`model not found: ${ref} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
   }
-  const { quiet, ...download } = options;
+  const { quiet, onServedWithoutHub, ...download } = options;
   const onProgress = download.onProgress ?? (quiet ? undefined : progressReporter(process.stderr));
   const result = await downloadModel(ref, { ...download, onProgress });
+  if (result.hubFailure !== undefined) onServedWithoutHub?.(result.hubFailure, result.snapshotDir);
   return result.path;
 }
