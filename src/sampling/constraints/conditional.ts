@@ -142,7 +142,7 @@ export function conditionalBranches(s: Schema, path: string, beside: (rest: Sche
  * say) is no proof of that.
  */
 export function emptyAt(e: unknown, roots: readonly string[]): boolean {
-  if (!(e instanceof GrammarError) || !/admits no value|admits none|no value is|rules out every|rules out objects, which|no integer lies|which no object here has|another part requires/.test(e.message)) return false;
+  if (!(e instanceof GrammarError) || !/admits no value|admits none|no value is|rules out every|rules out objects, which|no integer lies|no string satisfies|which no object here has|another part requires/.test(e.message)) return false;
   const at = e.message.slice(0, e.message.indexOf(": "));
   return roots.some((r) => at === r || (at.startsWith(`${r}/`) && !at.slice(r.length + 1).includes("/")));
 }

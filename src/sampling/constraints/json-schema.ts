@@ -3,7 +3,8 @@ import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
-import { checkPattern, regexLengthGbnf, regexToGbnf, topAlternatives } from "./regex.js";
+import { checkPattern, regexLengthGbnf, regexToGbnf, wholeMatch } from "./regex.js";
+import { stringLanguageGbnf, type StringTest } from "./string-language.js";
 import { admitsNothing, conditionalBranches, emptyAt, type Part } from "./conditional.js";
 
 /**
@@ -188,6 +189,17 @@ function canonicalJson(v: unknown): string {
 /** where the parts of an allOf the converter makes (of keywords written apart: beside a $ref, an anyOf, in two parts) lie in the schema */
 const partPaths = new WeakMap<object, readonly string[]>();
 
+/** the schemas a `not` rules out: each alternative of a not of anyOf alone (not of A or B is not of A and not of B), else itself */
+function notsOf(not: unknown): unknown[] {
+  if (!isMap(not)) return [not];
+  const n = not as Record<string, unknown>;
+  const keys = Object.keys(n).filter((k) => constrains({ [k]: n[k] }));
+  return keys.length === 1 && keys[0] === "anyOf" && Array.isArray(n["anyOf"]) ? (n["anyOf"] as unknown[]).flatMap(notsOf) : [not];
+}
+
+/** the patterns of parts of allOf merged into one string schema, each of which a string matches (a list as `pattern`, made here only) */
+const patternLists = new WeakSet<object>();
+
 /**
  * The keywords written beside an allOf, anyOf or $ref, as the converter makes them a part of an
  * allOf: what unevaluatedProperties there sees evaluated is every part's keys, not only its own
@@ -235,10 +247,25 @@ function relocated(e: unknown, path: string, from: ReadonlyMap<string, string>):
   if (!(e instanceof GrammarError)) return e;
   for (const [sub, to] of from) {
     const at = `${path}/${sub}`;
-    if (e.message.startsWith(at) && /^[:/]/.test(e.message.slice(at.length))) return new GrammarError(to + e.message.slice(at.length));
+    if (e.message.startsWith(at) && /^[:/]/.test(e.message.slice(at.length))) {
+      const moved = new GrammarError(to + e.message.slice(at.length));
+      return emptyFaults.has(e) ? noValue(moved) : moved;
+    }
   }
   return e;
 }
+
+/**
+ * Faults that say the schema being written admits no value, wherever they are named (an anyOf whose
+ * every alternative met the keywords beside it in no value): an alternative around it that meets
+ * one is left out. (Leaving an alternative out only ever takes values away from the grammar.)
+ */
+const emptyFaults = new WeakSet<object>();
+
+const noValue = (e: GrammarError): GrammarError => {
+  emptyFaults.add(e);
+  return e;
+};
 
 /** a GBNF literal for a string (the grammar's own escapes) */
 export function gbnfLiteral(s: string): string {
@@ -495,6 +522,16 @@ function integerBounds(s: Record<string, unknown>, path: string): { lo: number |
   return { lo, hi };
 }
 
+/** integerBounds(), where no integer lies between the bounds an empty range (lo above hi) rather than a fault */
+function integerBoundsOrEmpty(s: Record<string, unknown>, path: string): { lo: number | undefined; hi: number | undefined } {
+  try {
+    return integerBounds(s, path);
+  } catch (e) {
+    if (e instanceof GrammarError && / no integer lies between /.test(e.message)) return { lo: 1, hi: 0 };
+    throw e;
+  }
+}
+
 /**
  * The most alternatives of if / then / else and dependentSchemas one schema may lie in (those of
  * the schemas around it multiplied: each writes the schemas inside it again; dependentSchemas of
@@ -596,9 +633,15 @@ class Converter {
       // beside an enum (or const): the values it does not rule out
       if (rest["const"] !== undefined || Array.isArray(rest["enum"])) {
         const key = rest["const"] !== undefined ? "const" : "enum";
-        const { types, values } = this.ruledOut(not, `${path}/not`);
         const { const: listed, enum: _e, ...others } = rest;
-        const keep = (key === "const" ? [listed] : (rest["enum"] as unknown[])).filter((v) => !types.some((t) => ofType(v, t)) && !values.some((w) => canonicalJson(w) === canonicalJson(v)));
+        const listedValues = key === "const" ? [listed] : (rest["enum"] as unknown[]);
+        let keep: unknown[];
+        // (not of a pattern or length: the values its grammar takes)
+        if (this.stringTest(not, `${path}/not`) !== undefined) keep = this.admitted({ not }, listedValues, path, depth);
+        else {
+          const { types, values } = this.ruledOut(not, `${path}/not`);
+          keep = listedValues.filter((v) => !types.some((t) => ofType(v, t)) && !values.some((w) => canonicalJson(w) === canonicalJson(v)));
+        }
         if (keep.length === 0) throw new GrammarError(`${path}/not: rules out every value of the ${key} beside it`);
         return this.visit({ ...others, enum: keep }, name, path, depth + 1);
       }
@@ -619,15 +662,36 @@ class Converter {
       return this.add(name, `(${keep.map(jsonLiteral).join(" | ")}) space`);
     }
     for (const key of ["anyOf", "oneOf"] as const) {
-      const alts = s[key];
-      if (Array.isArray(alts)) {
-        if (alts.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
+      const list = s[key];
+      if (Array.isArray(list)) {
+        if (list.length === 0) throw new GrammarError(`${path}/${key}: an empty list admits no value`);
         // an alternative false admits nothing: left out (each kept one named at its own index)
-        const kept = alts.flatMap((a, i) => (never(a) ? [] : [[a, i] as const]));
+        const kept = list.flatMap((a, i) => (never(a) ? [] : [[a, i] as const]));
         if (kept.length === 0) throw new GrammarError(`${path}/${key}: every alternative is false, which admits no value`);
         // keywords beside the list apply to every alternative
         const { [key]: _, ...beside } = s;
-        return this.add(name, kept.map(([a, i]) => this.visit(constrains(beside) ? allOfAt([[besidePart(beside), path], [a, `${path}/${key}/${i}`]]) : a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
+        if (!constrains(beside)) return this.add(name, kept.map(([a, i]) => this.visit(a, `${name}-${i}`, `${path}/${key}/${i}`, depth + 1)).join(" | "));
+        // an alternative the keywords beside leave no value of (another type, a second list of
+        // alternatives' that meets none of it) is left out, as a validator finds no value there;
+        // beside an allOf (whose parts each alternative writes again) they count as conditional()'s do
+        const outer = this.alternatives;
+        if (beside["allOf"] !== undefined) this.alternatives *= kept.length;
+        if (this.alternatives > MAX_ALTERNATIVES) throw new GrammarError(`${path}/${key}: its alternatives, each written with the allOf beside it, nested in those of the schemas around it make more than ${MAX_ALTERNATIVES} alternatives, which is not supported`);
+        const alts: string[] = [];
+        let empty: unknown;
+        try {
+          for (const [a, i] of kept) {
+            const parts: Part[] = [[besidePart(beside), path], [a, `${path}/${key}/${i}`]];
+            const alt = this.unlessEmpty(() => this.visit(allOfAt(parts), `${name}-${i}`, `${path}/${key}/${i}`, depth + 1), (e) => emptyFaults.has(e as object) || admitsNothing(e, parts, `${path}/${key}/${i}`));
+            if (alt.made !== undefined) alts.push(alt.made);
+            else empty ??= alt.fault;
+          }
+        } finally {
+          this.alternatives = outer;
+        }
+        // (where the first is such a fault already, it names the place and cause)
+        if (alts.length === 0) throw emptyFaults.has(empty as object) ? empty : noValue(new GrammarError(`${path}/${key}: every alternative admits no value with the keywords beside it (the first: ${(empty as Error).message})`));
+        return this.add(name, alts.join(" | "));
       }
     }
     if (Array.isArray(s["allOf"])) {
@@ -888,6 +952,8 @@ class Converter {
     if (!parts.every(objectPart)) {
       // parts of one type whose keywords do not meet (minimum in one, maximum in another): one schema
       const merged: Record<string, unknown> = {};
+      // lists of alternatives met again: parts of an allOf beside the merged schema
+      const distributed: [Record<string, unknown>, string][] = [];
       for (const [i, o] of parts.entries()) {
         const where = wheres[i]!;
         for (const [k, v] of Object.entries(o)) {
@@ -898,6 +964,25 @@ class Converter {
             // a bound in two parts: the tighter one
             merged[k] = LOWER_BOUNDS.has(k) ? Math.max(before, v) : Math.min(before, v);
           } else if (k === "uniqueItems" && typeof v === "boolean" && typeof before === "boolean") merged[k] = v || before;
+          else if ((k === "anyOf" || k === "oneOf") && Array.isArray(v) && canonicalJson(v) !== canonicalJson(before)) {
+            // a second list of alternatives: a part of its own beside the first (visit writes each
+            // alternative of the first with it, so every pair is written: the intersection)
+            distributed.push([{ [k]: v }, where]);
+            continue;
+          } else if (k === "not" && canonicalJson(v) !== canonicalJson(before)) {
+            // a value that is neither: not of either one (negated() reads not of an anyOf so)
+            merged[k] = { anyOf: [...notsOf(before), ...notsOf(v)] };
+          } else if (k === "multipleOf" && Number.isInteger(v) && Number.isInteger(before) && (v as number) > 0 && (before as number) > 0) {
+            // an integer is a multiple of both exactly where it is a multiple of their least common multiple
+            const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+            merged[k] = ((before as number) / gcd(before as number, v as number)) * (v as number);
+          }
+          else if (k === "pattern" && typeof v === "string" && v !== before && (typeof before === "string" || patternLists.has(before as object))) {
+            // a string every part's pattern matches: the patterns run together (string-language.ts)
+            const list = [...[before].flat(), v] as string[];
+            patternLists.add(list);
+            merged[k] = list;
+          }
           else if (k === "type" && canonicalJson(v) !== canonicalJson(before)) {
             // the types every part takes (an integer is a number)
             const types = commonTypes(before, v);
@@ -929,6 +1014,10 @@ class Converter {
             throw new GrammarError(`${wheres[i]}/${rest}: ${rest} without the tuple ${tupleKey} (at ${from.get(tupleKey) ?? `${path}/${tupleKey}`}) in another part of allOf cannot be one grammar: put them in one part`);
           }
         }
+      }
+      if (distributed.length > 0) {
+        merged["allOf"] = distributed.map(([p]) => p);
+        partPaths.set(merged, distributed.map(([, at]) => at));
       }
       return done(merged);
     }
@@ -1145,8 +1234,9 @@ class Converter {
     return this.add(name, `"-"? ("0" | ${step(0, [1, 2, 3, 4, 5, 6, 7, 8, 9], 14).join(" | ")}) space`);
   }
 
-  private string(s: Record<string, unknown>, name: string, path: string): string {
+  private string(s: Record<string, unknown>, name: string, path: string, none: readonly (readonly StringTest[])[] = [], noneAt = `${path}/not`): string {
     const pattern = s["pattern"];
+    if (none.length > 0 || patternLists.has(pattern as object)) return this.stringLanguage(s, none, name, path, noneAt);
     if (pattern !== undefined) {
       if (typeof pattern !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
       // a format beside a pattern is left to the pattern (zod writes the format's own expression there)
@@ -1171,19 +1261,50 @@ class Converter {
   }
 
   /**
+   * A string of the patterns (several where parts of allOf each have one) and lengths beside, that
+   * no group of `none` takes whole (`not` of a pattern, values ruled out), as string-language.ts
+   * writes it; a format beside is refused (its grammar is no pattern to run with them)
+   */
+  private stringLanguage(s: Record<string, unknown>, none: readonly (readonly StringTest[])[], name: string, path: string, noneAt: string): string {
+    const inside = this.stringInside(s, none, name, path, noneAt);
+    this.space();
+    return this.add(name, `"\\"" ${inside} "\\"" space`);
+  }
+
+  /** the inside of stringLanguage()'s string: the first of the rules made for it */
+  private stringInside(s: Record<string, unknown>, none: readonly (readonly StringTest[])[], name: string, path: string, noneAt: string): string {
+    if (s["format"] !== undefined && (s["format"] === "date-time" || Object.hasOwn(FORMATS, s["format"] as string)) && s["pattern"] === undefined) {
+      throw new GrammarError(`${path}/format: ${JSON.stringify(s["format"])} beside ${none.length > 0 ? noneAt : "another pattern"} is not supported (write the format as a pattern)`);
+    }
+    const patterns = s["pattern"] === undefined ? [] : typeof s["pattern"] === "string" ? [s["pattern"]] : (s["pattern"] as string[]);
+    for (const p of patterns) {
+      if (typeof p !== "string") throw new GrammarError(`${path}/pattern: expected a regular expression string`);
+      try {
+        checkPattern(p);
+      } catch (e) {
+        throw new GrammarError(`${path}/pattern: ${(e as Error).message}`);
+      }
+    }
+    const [min, max] = this.lengths(s, path);
+    let prefix = `${name}-str`;
+    for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-str${n}`;
+    let rules: [string, string][];
+    try {
+      rules = stringLanguageGbnf({ all: patterns.map((pattern) => ({ pattern })), none, min, max }, prefix, this.maxRules - this.rules.size);
+    } catch (e) {
+      if (!(e instanceof GrammarError)) throw e;
+      throw new GrammarError(`${none.length > 0 ? noneAt : `${path}/pattern`}: ${e.message}${none.length > 0 ? " beside the pattern and lengths it applies to" : " of the patterns"}`);
+    }
+    for (const [rule, text] of rules) this.add(rule, text);
+    return `${prefix}-0`;
+  }
+
+  /**
    * A JSON Schema pattern's strings of `min` to `max` characters, as the inside of a JSON string
    * (a GBNF expression or the first of the rules made for it); `at` is the pattern's schema path
    */
   private patternText(pattern: string, min: number, max: number | undefined, name: string, at: string): string {
-    // a JSON Schema pattern matches anywhere in the string unless anchored; each alternative of
-    // its top level has its own anchors (^a|b$: a at the start, or b at the end)
-    const alts = topAlternatives(pattern).map((alt) => {
-      const start = alt.startsWith("^"), end = /(^|[^\\])(\\\\)*\$$/.test(alt);
-      return { start, end, core: alt.slice(start ? 1 : 0, end ? -1 : undefined) };
-    });
-    const anchored = (start: boolean, end: boolean, core: string) => `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
-    const same = alts.every((a) => a.start === alts[0]!.start && a.end === alts[0]!.end);
-    const whole = same ? anchored(alts[0]!.start, alts[0]!.end, alts.map((a) => a.core).join("|")) : alts.map((a) => anchored(a.start, a.end, a.core)).join("|");
+    const whole = wholeMatch(pattern);
     let prefix = `${name}-len`;
     for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-len${n}`;
     let body: string, rules: [string, string][] = [];
@@ -1514,56 +1635,123 @@ class Converter {
   }
 
   /**
+   * `not` of a string test ({pattern}, lengths, optionally type string): the strings it takes, as
+   * a group string-language.ts rules out, and whether it says they are strings (type string:
+   * `not` then leaves other types alone; without it, every other value passes the test, so `not`
+   * rules them all out); undefined where `not` is something else
+   */
+  private stringTest(not: unknown, at: string): { group: StringTest[]; typed: boolean } | undefined {
+    if (!isMap(not)) return undefined;
+    const n = not as Record<string, unknown>;
+    const keys = Object.keys(n).filter((k) => constrains({ [k]: n[k] }));
+    if (keys.length === 0 || !keys.every((k) => ["type", "pattern", "minLength", "maxLength"].includes(k)) || (n["type"] !== undefined && n["type"] !== "string") || keys.every((k) => k === "type")) return undefined;
+    this.checkKeys(n, at);
+    const group: StringTest[] = [];
+    if (n["pattern"] !== undefined) {
+      if (typeof n["pattern"] !== "string") throw new GrammarError(`${at}/pattern: expected a regular expression string`);
+      try {
+        checkPattern(n["pattern"]);
+      } catch (e) {
+        throw new GrammarError(`${at}/pattern: ${(e as Error).message}`);
+      }
+      group.push({ pattern: n["pattern"] });
+    }
+    if (n["minLength"] !== undefined || n["maxLength"] !== undefined) group.push({ length: this.lengths(n, at) });
+    return { group, typed: n["type"] === "string" };
+  }
+
+  /**
    * A schema with `not` (the enum beside it and never() done in visit): its types less the types
-   * `not` rules out; values it rules out are left out of booleans, null, and plain strings (any
-   * string but them, as other keys are any string but the properties' names); of other types refused
+   * `not` rules out; values it rules out are left out of booleans, null, numbers (the ranges
+   * between them, within the bounds), plain strings (any string but them, as other keys are any
+   * string but the properties' names), strings of a pattern or length (the pattern's automaton run
+   * beside theirs); `not` of a string's pattern or length leaves those strings out the same way;
+   * other values (arrays, objects) and `not` of any other schema (its complement) are refused
    */
   private negated(s: Record<string, unknown>, name: string, path: string, depth: number): string {
     const { not, ...rest } = s;
     const at = `${path}/not`;
-    const { types, values } = this.ruledOut(not, at);
+    // (not of an anyOf: not of each alternative)
+    const list = notsOf(not);
+    const types: string[] = [], values: unknown[] = [], groups: StringTest[][] = [];
+    for (const [i, n] of list.entries()) {
+      const where = list.length === 1 ? at : `${at}/anyOf/${i}`;
+      const test = this.stringTest(n, where);
+      if (test !== undefined) {
+        groups.push(test.group);
+        // (a string test without type string is passed by every other value: not rules them all out)
+        if (!test.typed) types.push(...ALL_TYPES.filter((t) => t !== "string"));
+        continue;
+      }
+      const out = this.ruledOut(n, where);
+      types.push(...out.types);
+      values.push(...out.values);
+    }
     const implied = impliedTypes(rest);
     const own = rest["type"] !== undefined ? ([rest["type"]].flat() as string[]) : implied.length > 0 ? implied : ALL_TYPES;
     const alts: string[] = [];
     for (const t of own) {
+      const id = `${name}-${alts.length}`;
       if (types.includes(t) || (t === "integer" && types.includes("number"))) continue;
       if (t === "number" && types.includes("integer")) throw new GrammarError(`${at}: ruling the integers out of numbers is not supported in a grammar`);
       const out = values.filter((v) => ofType(v, t));
-      const id = `${name}-${alts.length}`;
-      if (out.length === 0) alts.push(this.visit({ ...rest, type: t }, id, path, depth + 1));
+      if (t === "string" && groups.length > 0) alts.push(this.string({ ...rest, type: t }, id, path, [...groups, ...(out as string[]).map((literal) => [{ literal }])], at));
+      else if (out.length === 0) alts.push(this.visit({ ...rest, type: t }, id, path, depth + 1));
       else if (t === "boolean" || t === "null") {
         const left = (t === "null" ? [null] : [true, false]).filter((v) => !out.includes(v));
         if (left.length > 0) alts.push(this.visit({ type: t, enum: left }, id, path, depth + 1));
-      } else if (t === "string" && !["pattern", "format", "minLength", "maxLength"].some((k) => rest[k] !== undefined)) {
-        const escaped = (out as string[]).find((w) => JSON.stringify(w).slice(1, -1).includes("\\"));
-        if (escaped !== undefined) throw new GrammarError(`${at}: ruling out a string JSON escapes (${JSON.stringify(escaped)}) is not supported`);
+      } else if (t === "string" && !["pattern", "format", "minLength", "maxLength"].some((k) => rest[k] !== undefined) && !(out as string[]).some((w) => JSON.stringify(w).slice(1, -1).includes("\\"))) {
         this.space();
         alts.push(this.add(id, `${this.stringExcept(out as string[], id)} space`));
-      } else if (t === "integer" && rest["multipleOf"] === undefined) {
-        // the integers within the bounds less the values: the ranges between them
-        const { lo, hi } = RANGE_KEYS.some((k) => rest[k] !== undefined) ? integerBounds(rest, path) : { lo: undefined, hi: undefined };
-        const ranges: [number | undefined, number | undefined][] = [];
-        let from = lo;
-        for (const c of [...new Set(out as number[])].sort((x, y) => x - y)) {
-          if ((lo !== undefined && c < lo) || (hi !== undefined && c > hi)) continue;
-          if (from === undefined || from <= c - 1) ranges.push([from, c - 1]);
-          from = c + 1;
-        }
-        if (from === undefined || hi === undefined || from <= hi) ranges.push([from, hi]);
-        let parts: string[];
-        try {
-          parts = ranges.map(([a, b]) => regexToGbnf(integerRangeRegex(a, b)));
-        } catch (e) {
-          throw new GrammarError(`${at}: ${(e as Error).message}`);
-        }
-        this.space();
-        if (parts.length > 0) alts.push(this.add(id, `(${parts.join(" | ")}) space`));
+      } else if (t === "string") {
+        // (a value JSON escapes, or beside a pattern or length: the strings' automaton less each value)
+        alts.push(this.string({ ...rest, type: t }, id, path, (out as string[]).map((literal) => [{ literal }]), at));
+      } else if (t === "integer" || t === "number") {
+        alts.push(...this.numbersBetween(rest, t, out as number[], id, path, at, depth));
       } else {
-        throw new GrammarError(`${at}: ruling ${JSON.stringify(out[0])} out of a ${t} schema is not supported in a grammar (only out of an enum, integers, booleans, null, or strings without pattern, format or length)`);
+        throw new GrammarError(`${at}: ruling ${JSON.stringify(out[0])} out of a ${t} schema is not supported in a grammar (only out of an enum, numbers, strings, booleans or null)`);
       }
     }
     if (alts.length === 0) throw new GrammarError(`${at}: rules out every type the schema beside it admits`);
     return this.add(name, alts.join(" | "));
+  }
+
+  /**
+   * Numbers of `rest` (integers where `t` is integer) other than `out`: the schema once per range
+   * between the values, each bounded by them (exclusively: a nonzero exclusive bound is the next
+   * double inward, as number() writes it, so a text that reads as a value ruled out is never
+   * written), ranges outside the bounds beside left out
+   */
+  private numbersBetween(rest: Record<string, unknown>, t: string, out: readonly number[], name: string, path: string, at: string, depth: number): string[] {
+    const limit = t === "integer" ? Number.MAX_SAFE_INTEGER : NUMBER_BOUND_LIMIT;
+    const cuts = [...new Set(out)].sort((x, y) => x - y);
+    const far = cuts.find((c) => Math.abs(c) > limit);
+    if (far !== undefined) throw new GrammarError(`${at}: ruling out ${far} is not supported (a bound of at most ${limit} in size)`);
+    // the bounds beside: the tighter of each side's (inclusive or not)
+    const [min, max, xmin, xmax] = RANGE_KEYS.map((k) => rangeBound(rest, k, path, limit));
+    const lower = Math.max(min ?? -Infinity, xmin ?? -Infinity), upper = Math.min(max ?? Infinity, xmax ?? Infinity);
+    const lowerOpen = xmin !== undefined && xmin >= (min ?? -Infinity), upperOpen = xmax !== undefined && xmax <= (max ?? Infinity);
+    const alts: string[] = [];
+    for (let i = 0; i <= cuts.length; i++) {
+      const a = cuts[i - 1], b = cuts[i];
+      // (nothing between the bounds beside and this range: left out)
+      if ((b !== undefined && b <= lower) || (a !== undefined && a >= upper)) continue;
+      const bounds: Record<string, number> = {};
+      if (a !== undefined && !(a < lower || (a === lower && lowerOpen))) bounds["exclusiveMinimum"] = a;
+      if (b !== undefined && !(b > upper || (b === upper && upperOpen))) bounds["exclusiveMaximum"] = b;
+      // (an exclusive bound beside beats the one here where it is tighter: the tighter one kept)
+      const own: Record<string, unknown> = { ...rest, type: t, ...bounds };
+      if (bounds["exclusiveMinimum"] !== undefined && xmin !== undefined && xmin > a!) own["exclusiveMinimum"] = xmin;
+      if (bounds["exclusiveMaximum"] !== undefined && xmax !== undefined && xmax < b!) own["exclusiveMaximum"] = xmax;
+      // (an integer range with no integer in it, between two values or a value and a bound: left out)
+      if (t === "integer") {
+        const { lo, hi } = integerBoundsOrEmpty(own, path);
+        if (lo !== undefined && hi !== undefined && lo > hi) continue;
+      }
+      alts.push(this.visit(own, `${name}-${alts.length}`, path, depth + 1));
+    }
+    if (alts.length === 0) throw new GrammarError(`${at}: rules out every ${t} the schema beside it admits`);
+    return alts;
   }
 
   private finiteValues(schema: unknown, path: string, depth: number): unknown[] | undefined {
@@ -1645,6 +1833,11 @@ class Converter {
     const additional = given2 !== undefined && never(given2) ? false : given2 ?? (Object.keys(written).length === 0 && patterns.length === 0 ? true : undefined);
     const keyAt = new Map(Object.keys(written).map((k) => [k, `${path}/properties/${k}`]));
     const props: Record<string, unknown> = { ...written };
+    // a property a pattern matches takes the pattern's schema too (its key is left out of the pattern's keys: patternKv)
+    for (const [k, v] of Object.entries(written)) {
+      const also = patterns.filter(([, matches]) => matches.has(k)).map(([, , schema, at]): [unknown, string] => [schema, at]);
+      if (also.length > 0 && v !== false) props[k] = allOfAt([[v, keyAt.get(k)!], ...also]);
+    }
     // a required name that is no property is another key, of its patterns' schemas or else
     // additionalProperties' (any value where it says nothing): written after the properties, as ajv takes it
     const ofPatterns: string[] = [];
@@ -1907,12 +2100,16 @@ class Converter {
   private patternKv(patterns: readonly [string, ReadonlySet<string>, unknown, string][], named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
     if (additional !== undefined && additional !== false) throw new GrammarError(`${path}/additionalProperties: only false (or unset) is supported beside patternProperties: the keys no pattern matches are not written by a grammar here`);
     const [, , schema, at] = patterns[0]!;
-    for (const [p, matches, other, otherAt] of patterns) {
+    for (const [, , other, otherAt] of patterns) {
       if (canonicalJson(other) !== canonicalJson(schema)) throw new GrammarError(`${otherAt}: patterns with different schemas (also ${at}) are not supported: a key both match takes both schemas, which a grammar of one pattern per key cannot say`);
-      const clash = named.find((k) => matches.has(k));
-      if (clash !== undefined) throw new GrammarError(`${otherAt}: the pattern ${JSON.stringify(p)} matches the property "${clash}": not supported (such a key could be written twice, the second escaping the property's schema)`);
     }
-    const keys = patterns.map(([p, , , pAt], i) => this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt));
+    // a pattern that matches a named property: its keys less those names (string-language.ts), so
+    // no key is written twice, the second escaping the property's schema
+    const keys = patterns.map(([p, matches, , pAt], i) => {
+      const clash = named.filter((k) => matches.has(k));
+      if (clash.length === 0) return this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt);
+      return this.stringInside({ pattern: p }, clash.map((literal) => [{ literal }]), `${name}-pattern-${i}`, pAt, pAt);
+    });
     this.space();
     const value = this.visit(schema, `${name}-pattern-value`, at, depth + 1);
     return this.add(`${name}-pattern-kv`, `"\\"" (${keys.join(" | ")}) "\\"" space ":" space ${value}`);

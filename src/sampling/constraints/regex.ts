@@ -63,7 +63,7 @@ export function checkPattern(pattern: string): void {
   if (!matches) throw new GrammarError(never!);
 }
 
-type Ranges = [number, number][];
+export type Ranges = [number, number][];
 
 const DIGIT: Ranges = [[0x30, 0x39]];
 const WORD: Ranges = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
@@ -161,7 +161,7 @@ function subtract(ranges: Ranges, minus: Ranges): Ranges {
  */
 type Node =
   | { readonly kind: "none" }
-  | { readonly kind: "char"; readonly text: string }
+  | { readonly kind: "char"; readonly text: string; readonly ranges: Ranges }
   | { readonly kind: "seq"; readonly items: readonly Node[] }
   | { readonly kind: "alt"; readonly alts: readonly Node[] }
   | { readonly kind: "group"; readonly node: Node }
@@ -198,6 +198,33 @@ function withoutNone(n: Node): Node {
   }
 }
 
+/**
+ * The characters of `full` inside a JSON string, as GBNF alternatives: those JSON writes raw as a
+ * class, and those it escapes (`"`, `\`, control characters) as their escapes (`\"`, `\\`, `\n`
+ * or `\u000a`, ...); none where `full` is empty
+ */
+export function jsonClassAlternatives(full: Ranges): string[] {
+  const plain = subtract(full, JSON_FORBIDDEN);
+  const escaped = JSON_FORBIDDEN.flatMap(([lo, hi]) => full.flatMap(([a, b]): Ranges => (b < lo || a > hi ? [] : [[Math.max(a, lo), Math.min(b, hi)]])));
+  const alts: string[] = plain.length > 0 ? [`[${plain.map(([a, b]) => (a === b ? hex(a) : `${hex(a)}-${hex(b)}`)).join("")}]`] : [];
+  const has = (c: number) => escaped.some(([a, b]) => c >= a && c <= b);
+  if (has(0x22)) alts.push(`"\\\\\\""`);
+  if (has(0x5c)) alts.push(`"\\\\\\\\"`);
+  const controls = escaped.reduce((n, [a, b]) => n + Math.max(0, Math.min(b, 0x1f) - a + 1), 0);
+  if (controls === 0x20) alts.push(`"\\\\u00" [01] [0-9a-fA-F]`, `"\\\\" [bfnrt]`);
+  else {
+    const short: Record<number, string> = { 8: "b", 12: "f", 10: "n", 13: "r", 9: "t" };
+    for (let c = 0; c < 0x20; c++) {
+      if (!has(c)) continue;
+      // \u00XX in either case, as JSON takes it
+      const last = (c % 16).toString(16);
+      alts.push(`"\\\\u00${c >> 4}" ${/[a-f]/.test(last) ? `[${last}${last.toUpperCase()}]` : `"${last}"`}`);
+      if (short[c]) alts.push(`"\\\\${short[c]}"`);
+    }
+  }
+  return alts;
+}
+
 /** the GBNF expression of a parsed expression */
 function gbnfOf(n: Node): string {
   switch (n.kind) {
@@ -217,10 +244,20 @@ function gbnfOf(n: Node): string {
 /** the most automaton states a length-bounded pattern unrolls to (its repetitions copied out) */
 const MAX_NFA_STATES = 100_000;
 
-function lengthBounded(parser: RegexParser, min: number, max: number | undefined, prefix: string, maxRules: number): [string, string][] {
-  const tree = parser.parse();
-  // a Thompson automaton: per state its empty moves and its one-character moves
-  const empty: number[][] = [], reads: [string, number][][] = [];
+/**
+ * A Thompson automaton: per state its empty moves and its one-character moves (each a `char`
+ * node: its GBNF text and the code points it matches), from `start` to `accept`
+ */
+export interface Nfa {
+  readonly empty: readonly (readonly number[])[];
+  readonly reads: readonly (readonly [{ readonly text: string; readonly ranges: Ranges }, number])[][];
+  readonly start: number;
+  readonly accept: number;
+}
+
+/** the automaton of a parsed expression (at most MAX_NFA_STATES states, its repetitions copied out) */
+function thompson(tree: Node, parser: RegexParser): Nfa {
+  const empty: number[][] = [], reads: [{ text: string; ranges: Ranges }, number][][] = [];
   const state = (): number => {
     if (empty.length >= MAX_NFA_STATES) parser.fail(`with a length bound the pattern unrolls to more than ${MAX_NFA_STATES} states`);
     empty.push([]);
@@ -234,7 +271,7 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
       case "none": return state();
       case "char": {
         const to = state();
-        reads[from]!.push([n.text, to]);
+        reads[from]!.push([n, to]);
         return to;
       }
       case "seq": return n.items.reduce((at, item) => build(item, at), from);
@@ -270,6 +307,35 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
   };
   const start = state();
   const accept = build(tree, start);
+  return { empty, reads, start, accept };
+}
+
+/**
+ * The automaton of a JSON Schema pattern's strings (JSON-decoded: each character one edge),
+ * matched anywhere unless anchored, as a validator reads it (wholeMatch)
+ */
+export function patternNfa(pattern: string): Nfa {
+  const parser = new RegexParser(wholeMatch(pattern), true);
+  return thompson(parser.parse(), parser);
+}
+
+/**
+ * A JSON Schema pattern as an expression the whole string must match: it matches anywhere unless
+ * anchored, each alternative of its top level with its own anchors (^a|b$: a at the start, or b
+ * at the end)
+ */
+export function wholeMatch(pattern: string): string {
+  const alts = topAlternatives(pattern).map((alt) => {
+    const start = alt.startsWith("^"), end = /(^|[^\\])(\\\\)*\$$/.test(alt);
+    return { start, end, core: alt.slice(start ? 1 : 0, end ? -1 : undefined) };
+  });
+  const anchored = (start: boolean, end: boolean, core: string) => `${start ? "" : "[\\s\\S]*"}(?:${core})${end ? "" : "[\\s\\S]*"}`;
+  const same = alts.every((a) => a.start === alts[0]!.start && a.end === alts[0]!.end);
+  return same ? anchored(alts[0]!.start, alts[0]!.end, alts.map((a) => a.core).join("|")) : alts.map((a) => anchored(a.start, a.end, a.core)).join("|");
+}
+
+function lengthBounded(parser: RegexParser, min: number, max: number | undefined, prefix: string, maxRules: number): [string, string][] {
+  const { empty, reads, start, accept } = thompson(parser.parse(), parser);
   // per state: the states its empty moves reach
   const closure = (s: number): number[] => {
     const seen = new Set([s]), todo = [s];
@@ -303,7 +369,7 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
     const reach = closure(s);
     ends.push(reach.includes(accept) && k >= min);
     const next = Math.min(k + 1, cap);
-    moves.push(max !== undefined && k === max ? [] : reach.flatMap((r) => reads[r]!.map(([text, to]): [string, number] => [text, idOf(to, next)])));
+    moves.push(max !== undefined && k === max ? [] : reach.flatMap((r) => reads[r]!.map(([char, to]): [string, number] => [char.text, idOf(to, next)])));
   }
   // the pairs that can still end within the bounds
   const live = ends.slice();
@@ -325,8 +391,11 @@ function lengthBounded(parser: RegexParser, min: number, max: number | undefined
   return rules;
 }
 
-/** a one-character node, or none where no text matches it */
-const charNode = (text: string | undefined): Node => (text === undefined ? NONE : { kind: "char", text });
+/** a one-character node (its text, and the code points it matches but lone surrogates), or none where no text matches it */
+const charNode = (text: string | undefined, ranges: Ranges): Node => (text === undefined ? NONE : { kind: "char", text, ranges: subtract(ranges, [SURROGATES]) });
+
+/** every code point */
+const ANY: Ranges = [[0, 0x10ffff]];
 
 class RegexParser {
   private pos = 0;
@@ -436,20 +505,25 @@ class RegexParser {
       this.pos++;
       return { kind: "group", node: inner };
     }
-    if (c === "[") return charNode(this.charClass());
+    if (c === "[") {
+      const { ranges, negated } = this.charClass();
+      return charNode(this.classText(ranges, negated), negated ? subtract(ANY, ranges) : ranges);
+    }
     if (c === ".") {
       this.pos++;
-      return charNode(this.classText([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]], true));
+      const lines: Ranges = [[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]];
+      return charNode(this.classText(lines, true), subtract(ANY, lines));
     }
     if (c === "*" || c === "+" || c === "?" || c === "{") this.fail(`${c} has nothing to repeat`);
     if (c === "^" || c === "$") this.fail(`${c} is only supported at the start / end`);
     if (c === "\\") {
       const e = this.escape();
-      return charNode(typeof e === "number" ? this.literal(e) : this.classText(e.ranges, e.negated));
+      if (typeof e === "number") return charNode(this.literal(e), [[e, e]]);
+      return charNode(this.classText(e.ranges, e.negated), e.negated ? subtract(ANY, e.ranges) : e.ranges);
     }
     const cp = this.src.codePointAt(this.pos)!;
     this.pos += cp > 0xffff ? 2 : 1;
-    return charNode(this.literal(cp));
+    return charNode(this.literal(cp), [[cp, cp]]);
   }
 
   /** an escape at pos: a code point, or a class (\d \w \s and negations) */
@@ -507,7 +581,7 @@ class RegexParser {
     return e.codePointAt(0)!;
   }
 
-  private charClass(): string | undefined {
+  private charClass(): { ranges: Ranges; negated: boolean } {
     this.pos++;
     const negated = this.src[this.pos] === "^";
     if (negated) this.pos++;
@@ -549,9 +623,9 @@ class RegexParser {
     this.pos++;
     if (negatedParts.length > 0) {
       // [\D...] etc.: everything outside the negated parts, joined with the listed ones
-      ranges = [...ranges, ...subtract([[0, 0x10ffff]], negatedParts)];
+      ranges = [...ranges, ...subtract(ANY, negatedParts)];
     }
-    return this.classText(ranges, negated);
+    return { ranges, negated };
   }
 
   /**
@@ -564,24 +638,7 @@ class RegexParser {
     if (!this.json) return text(ranges, negated);
     const full = negated ? subtract([[0, 0x10ffff]], ranges) : ranges;
     if (full.length > 0 && subtract(full, [SURROGATES]).length === 0) return this.never(LONE_SURROGATE);
-    const plain = subtract(full, JSON_FORBIDDEN);
-    const escaped = JSON_FORBIDDEN.flatMap(([lo, hi]) => full.flatMap(([a, b]): Ranges => (b < lo || a > hi ? [] : [[Math.max(a, lo), Math.min(b, hi)]])));
-    const alts: string[] = plain.length > 0 ? [text(plain, false)] : [];
-    const has = (c: number) => escaped.some(([a, b]) => c >= a && c <= b);
-    if (has(0x22)) alts.push(`"\\\\\\""`);
-    if (has(0x5c)) alts.push(`"\\\\\\\\"`);
-    const controls = escaped.reduce((n, [a, b]) => n + Math.max(0, Math.min(b, 0x1f) - a + 1), 0);
-    if (controls === 0x20) alts.push(`"\\\\u00" [01] [0-9a-fA-F]`, `"\\\\" [bfnrt]`);
-    else {
-      const short: Record<number, string> = { 8: "b", 12: "f", 10: "n", 13: "r", 9: "t" };
-      for (let c = 0; c < 0x20; c++) {
-        if (!has(c)) continue;
-        // \u00XX in either case, as JSON takes it
-        const last = (c % 16).toString(16);
-        alts.push(`"\\\\u00${c >> 4}" ${/[a-f]/.test(last) ? `[${last}${last.toUpperCase()}]` : `"${last}"`}`);
-        if (short[c]) alts.push(`"\\\\${short[c]}"`);
-      }
-    }
+    const alts = jsonClassAlternatives(full);
     if (alts.length === 0) this.fail("the class admits no character");
     return alts.length === 1 ? alts[0]! : `(${alts.join(" | ")})`;
   }
