@@ -12,7 +12,8 @@ import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js
 // main thread, busy in a generation's jobs, hears none of the worker's events (its event loop
 // is blocked), so the worker says so itself through the shared words, as the browser's does.
 // test/helpers/kernel-worker-dies.cjs (preloaded with --require, which Node runs in worker
-// threads) makes worker 1 throw out of its loop, or call process.exit, once a file appears.
+// threads) makes worker 1 throw out of its loop, or call process.exit, once a file appears; or
+// ends it where none of its JavaScript runs: worker.terminate(), or its heap out of memory.
 
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
@@ -60,6 +61,67 @@ for (const how of ["throw", "exit"] as const) {
       assert.deepEqual(before, expected, "before the worker stopped");
       const message = `wasm backend: kernel worker 1 stopped: ${resolve(PROJECT_ROOT, "src/kernels/wasm/worker.ts")}: ${why} after its start; the backend cannot run without it: load the model again`;
       assert.equal(errors.length, 2);
+      for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
+      assert.deepEqual(after, expected, "a load again");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+// generations until one rejects (the kill lands at a moment of its own, mid-job or between two),
+// then one more call
+const killedChild = `
+  import { writeFileSync } from "node:fs";
+  import { loadModel } from "./src/index.ts";
+  const { MODEL_PATH, TSLLM_TEST_WORKER_TRIGGER: trigger } = process.env;
+  const options = { temperature: 0, maxTokens: 64 };
+  const load = () => loadModel(MODEL_PATH, { backend: "wasm", threads: 2, contextSize: 128 });
+  const model = await load();
+  const before = (await model.generate("Once upon a time", options)).completionTokens;
+  writeFileSync(trigger, "");
+  const errors = [];
+  let resolved = 0;
+  while (errors.length === 0 && resolved < 200) {
+    try {
+      await model.generate("Once upon a time", options);
+      resolved++;
+    } catch (e) {
+      errors.push(e.message);
+    }
+  }
+  try {
+    await model.generate("Once upon a time", options);
+  } catch (e) {
+    errors.push(e.message);
+  }
+  model.dispose();
+  const again = await load();
+  const after = (await again.generate("Once upon a time", options)).completionTokens;
+  again.dispose();
+  console.error("RESULT " + JSON.stringify({ before, errors, resolved, after }));
+`;
+
+const killed = {
+  terminate: { what: "ended from outside (worker.terminate(), none of its JavaScript runs)", why: "its thread was ended from outside (exit code 1)" },
+  oom: { what: "whose heap runs out (its resourceLimits: Node ends its thread, none of its JavaScript runs)", why: "its thread ended (exit code 1): Error: Worker terminated due to reaching memory limit: JS heap out of memory" },
+};
+for (const [how, { what, why }] of Object.entries(killed)) {
+  test(`a Node kernel worker ${what} mid-generation: the generation rejects naming worker 1 and why, so does the next call, no hang, and a load again gives llama.cpp's greedy tokens`, { skip }, async () => {
+    await ensureWasm();
+    const dir = mkdtempSync(join(tmpdir(), "tsllm-worker-killed-"));
+    try {
+      const env = { ...process.env, MODEL_PATH: sharedFile(MODEL)!, TSLLM_TEST_WORKER_DIES: how, TSLLM_TEST_WORKER_TRIGGER: join(dir, "trigger") };
+      const r = await runChild(killedChild, 120_000, { nodeArgs: ["--require", resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")], env });
+      assert.equal(r.timedOut, false, `the child did not finish within 120 s (a hang): ${r.stderr}`);
+      assert.equal(r.code, 0, r.stderr);
+      const line = r.stderr.split("\n").find((l) => l.startsWith("RESULT "));
+      assert.ok(line, r.stderr);
+      const { before, errors, resolved, after } = JSON.parse(line.slice("RESULT ".length)) as { before: number[]; errors: string[]; resolved: number; after: number[] };
+      const expected = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases.find((c) => c.prompt === "Once upon a time")!.completionTokens;
+      assert.deepEqual(before, expected, "before the worker was ended");
+      const message = `wasm backend: kernel worker 1 stopped: ${why}; the backend cannot run without it: load the model again`;
+      assert.equal(errors.length, 2, `no generation rejected after the worker was ended (${resolved} resolved)`);
       for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
       assert.deepEqual(after, expected, "a load again");
     } finally {

@@ -11,7 +11,8 @@
  * the main thread's job ends with that error where it waited forever.
  */
 import { postToMailbox, type KernelWorkerInit } from "../kernels/wasm/host.browser.js";
-import { describeError, markStopped, runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
+import { markStopped } from "../kernels/wasm/control.js";
+import { describeError, runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
 import type { WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;

@@ -224,12 +224,18 @@ export const SPIN_MS = 2;
 export const LEFT_STRIDE = 16;
 /**
  * Word 1 of a worker's line: 1 once its loop has stopped for good (it threw outside a kernel, its
- * JavaScript was terminated, or its Node thread exited), with why in its error channel. The main
+ * JavaScript was terminated, or its Node thread exited: set by the worker itself, or by the Node
+ * host's supervisor thread for a thread ended from outside), with why in its error channel. The main
  * thread cannot hear of it any other way while it waits on a job (its event loop is blocked), and
  * such a worker never completes the rows it claimed nor leaves the job: the pool's waits look at
  * this word.
  */
 export const LEFT_STOPPED = 1;
+/** tells the main thread's waits that a worker's loop has stopped for good (LEFT_STOPPED); whoever calls it has left why in the worker's error channel first */
+export function markStopped(worker: { left: SharedArrayBuffer; thread: number }): void {
+  Atomics.store(new Int32Array(worker.left), worker.thread * LEFT_STRIDE + LEFT_STOPPED, 1);
+}
+
 /** polls between two clock reads (a clock read costs more than a poll) */
 const POLLS_PER_CLOCK_READ = 256;
 

@@ -8,7 +8,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
-import type { KernelThread, KernelsMemory, KernelsVariant, WorkerInit, WorkerStart } from "./protocol.js";
+import { markStopped } from "./control.js";
+import type { KernelThread, KernelsMemory, KernelsVariant, SupervisorInit, SupervisorRequest, WorkerStart } from "./protocol.js";
 
 export type { KernelThread } from "./protocol.js";
 
@@ -67,56 +68,117 @@ export function compileKernels(variant: KernelsVariant): WebAssembly.Module {
 }
 
 /**
- * The worker is a small evaluated bootstrap that imports the worker module, started with the
- * parent's Node options as Node passes them on (no execArgv of ours): a worker started from the
- * file refuses --input-type (`node --input-type=module -e ...`), and an execArgv list given to
- * it refuses V8 and per-process flags (--max-old-space-size, --expose-gc, --stack-size, --title),
- * either of which left loadModel on the slow reference kernels. Under tsx (this file is .ts) the
- * worker is TypeScript: Node 20 does not pass --import hooks on to workers, so the bootstrap
- * registers tsx first.
+ * A worker is a small evaluated bootstrap that imports its module (worker.ts, supervisor.ts),
+ * started with the parent's Node options as Node passes them on (no execArgv of ours): a worker
+ * started from the file refuses --input-type (`node --input-type=module -e ...`), and an execArgv
+ * list given to it refuses V8 and per-process flags (--max-old-space-size, --expose-gc,
+ * --stack-size, --title), either of which left loadModel on the slow reference kernels. Under tsx
+ * (this file is .ts) the worker is TypeScript: Node 20 does not pass --import hooks on to
+ * workers, so the bootstrap registers tsx first.
  */
-function spawnWorker(init: WorkerInit): Worker {
-  const options = { workerData: init, transferList: [init.port], eval: true };
+function bootstrapSource(module: "worker" | "supervisor"): string {
   if (import.meta.url.endsWith(".ts")) {
-    const url = new URL("./worker.ts", import.meta.url).href;
-    return new Worker(`import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`, options);
+    const url = new URL(`./${module}.ts`, import.meta.url).href;
+    return `import("tsx/esm/api").then((api) => { api.register(); return import(${JSON.stringify(url)}); });`;
   }
-  return new Worker(`import(${JSON.stringify(new URL("./worker.js", import.meta.url).href)});`, options);
+  return `import(${JSON.stringify(new URL(`./${module}.js`, import.meta.url).href)});`;
 }
 
-/** starts a kernel worker (worker.ts) on a worker thread, linked by a MessagePort */
+/** the process's supervisor thread (supervisor.ts), which starts every kernel worker and hears its end; started with the first */
+let supervisor: { worker: Worker; failed: Set<(why: string) => void> } | undefined;
+
+function theSupervisor(): NonNullable<typeof supervisor> {
+  if (supervisor) return supervisor;
+  const init: SupervisorInit = { kernelWorkerSource: bootstrapSource("worker") };
+  const s = { worker: new Worker(bootstrapSource("supervisor"), { eval: true, workerData: init }), failed: new Set<(why: string) => void>() };
+  // it never holds the process open; the kernel workers it started end with the process
+  s.worker.unref();
+  const end = (why: string): void => {
+    if (supervisor === s) supervisor = undefined;
+    for (const fail of s.failed) fail(why);
+  };
+  s.worker.on("error", (e) => end(`the kernel workers' supervisor thread failed: ${e.message}`));
+  s.worker.once("exit", (code) => end(`the kernel workers' supervisor thread exited with code ${code}`));
+  supervisor = s;
+  return s;
+}
+
+let nextWorkerId = 1;
+
+/**
+ * The error messages that arrive on a port once its worker has started, read synchronously (the
+ * main thread is blocked in a job when it needs them). Both ways are needed: while this thread's
+ * event loop turns (between two jobs) the port delivers its messages as events, where a port
+ * without a listener drops them, and during a job only receiveMessageOnPort reads them.
+ */
+function errorInbox(port: MessagePort): () => string[] {
+  const arrived: string[] = [];
+  const take = (message: unknown): void => {
+    const error = (message as { error?: string }).error;
+    if (error) arrived.push(error);
+  };
+  port.on("message", take);
+  port.unref();
+  return () => {
+    for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) take(m.message);
+    return arrived.splice(0);
+  };
+}
+
+/**
+ * Starts a kernel worker (worker.ts) on a worker thread, linked by a MessagePort; the supervisor
+ * thread starts it, and says on a second port (`reports`) when its thread ends with none of its
+ * own JavaScript left to say so.
+ */
 export function spawnKernelWorker(start: WorkerStart): KernelThread {
-  const { port1, port2 } = new MessageChannel();
-  const worker = spawnWorker({ ...start, port: port2 });
-  const port: MessagePort = port1;
+  const { port1: port, port2 } = new MessageChannel();
+  const { port1: reports, port2: supervisorReports } = new MessageChannel();
+  const s = theSupervisor();
+  const id = nextWorkerId++;
+  const request: SupervisorRequest = { spawn: { id, init: { ...start, port: port2 }, reports: supervisorReports } };
+  s.worker.postMessage(request, [port2, supervisorReports]);
+  /** once started: the error messages of the worker and of the supervisor about it */
+  let fromWorker: (() => string[]) | undefined;
+  let fromSupervisor: (() => string[]) | undefined;
+  /** why the supervisor ended while this worker ran (the worker ended with it) */
+  let supervisorEnded: string | undefined;
+  let supervisorFailed = (_why: string): void => undefined;
   // first message of a worker: ready, or the error that stopped it from starting
   const started = new Promise<void>((resolve, reject) => {
     port.once("message", (m: { ready?: boolean; error?: string }) => (m.ready ? resolve() : reject(new Error(String(m.error)))));
-    worker.once("error", (e) => reject(new Error(e.message)));
-    worker.once("exit", (code) => reject(new Error(`exited with code ${code}`)));
+    reports.once("message", (m: { error?: string }) => reject(new Error(String(m.error))));
+    supervisorFailed = (why) => {
+      reject(new Error(why));
+      // heard on this thread's event loop only: the next job (not one under way) ends with it
+      supervisorEnded ??= why;
+      markStopped(start);
+    };
+    s.failed.add(supervisorFailed);
   });
   return {
     started,
     announce: (a) => port.postMessage(a),
     takeErrors: () => {
-      const errors: string[] = [];
-      for (let m = receiveMessageOnPort(port); m; m = receiveMessageOnPort(port)) {
-        const msg = m.message as { error?: string };
-        if (msg.error) errors.push(msg.error);
-      }
+      // the worker's own word first: the supervisor speaks only where the worker could not
+      const errors = [...(fromWorker?.() ?? []), ...(fromSupervisor?.() ?? [])];
+      if (supervisorEnded) errors.push(supervisorEnded);
       return errors;
     },
     detach: () => {
-      worker.removeAllListeners("error");
-      worker.removeAllListeners("exit");
-      // errors after start arrive through FAILED and the port; keep one listener so an
-      // unexpected worker crash is not an unhandled 'error' event
-      worker.on("error", () => {});
-      worker.unref();
       port.removeAllListeners("message");
-      port.unref();
+      reports.removeAllListeners("message");
+      // errors after start arrive through the shared words and takeErrors
+      fromWorker = errorInbox(port);
+      fromSupervisor = errorInbox(reports);
     },
-    close: () => port.close(),
-    terminate: () => void worker.terminate(),
+    close: () => {
+      s.failed.delete(supervisorFailed);
+      port.close();
+      reports.close();
+    },
+    terminate: () => {
+      const terminate: SupervisorRequest = { terminate: id };
+      s.worker.postMessage(terminate);
+    },
   };
 }

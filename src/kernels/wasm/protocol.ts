@@ -59,3 +59,15 @@ export interface KernelThread {
 export interface WorkerInit extends WorkerStart {
   port: MessagePort;
 }
+
+/** what the Node host's supervisor thread (supervisor.ts) is started with */
+export interface SupervisorInit {
+  /** the source a kernel worker is started from (an evaluated bootstrap that imports worker.ts) */
+  kernelWorkerSource: string;
+}
+
+/**
+ * The Node host's messages to its supervisor: start kernel worker `id` with `init` (its report
+ * port carries the supervisor's word on it: `{ error }` when its thread ends), or end it.
+ */
+export type SupervisorRequest = { spawn: { id: number; init: WorkerInit; reports: MessagePort } } | { terminate: number };

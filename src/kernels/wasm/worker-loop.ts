@@ -8,7 +8,7 @@
  * never hangs on it. worker.ts (Node worker_threads) and src/browser/kernel-worker.ts (a Web
  * Worker) start it, each with its host's link to the main thread.
  */
-import { FAILED, GEN, LEFT_STOPPED, LEFT_STRIDE, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
+import { FAILED, GEN, LEFT_STRIDE, pollFor, SLEEPERS, SPACE, STOP } from "./control.js";
 import { instantiateKernels, type KernelExports } from "./module.js";
 import type { SpaceAnnouncement, WorkerStart } from "./protocol.js";
 
@@ -39,11 +39,6 @@ interface Space {
 }
 
 export const describeError = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
-
-/** tells the main thread's waits that this worker's loop has stopped for good (LEFT_STOPPED); its host has left why in its error channel first */
-export function markStopped(init: WorkerStart): void {
-  Atomics.store(new Int32Array(init.left), init.thread * LEFT_STRIDE + LEFT_STOPPED, 1);
-}
 
 /** runs the worker until the main thread sets STOP */
 export async function runKernelWorker(init: WorkerStart, link: WorkerLink): Promise<void> {

@@ -1,17 +1,19 @@
 /**
  * A kernel worker on Node's worker_threads: the loop of worker-loop.ts, linked to the main
- * thread by the MessagePort in workerData (host.ts spawns it).
+ * thread by the MessagePort in workerData (host.ts has its supervisor thread, supervisor.ts, start it).
  *
  * Once started, the loop holds this thread and the main thread's jobs hold that one: the main
  * thread hears none of this worker's events ('exit', 'error') while it waits on a job. A loop
  * that stops for good — it threw, or the thread ended (process.exit here) — says so itself, as
  * the browser's kernel worker does: why on the port, then the shared word (markStopped), which
- * the pool's waits and every job look at.
+ * the pool's waits and every job look at. A thread ended from outside (worker.terminate(), its
+ * heap out of memory) runs none of this: the supervisor, which hears its 'exit', says so for it.
  */
 import { fileURLToPath } from "node:url";
 import { receiveMessageOnPort, workerData } from "node:worker_threads";
 import type { SpaceAnnouncement, WorkerInit } from "./protocol.js";
-import { describeError, markStopped, runKernelWorker } from "./worker-loop.js";
+import { markStopped } from "./control.js";
+import { describeError, runKernelWorker } from "./worker-loop.js";
 
 
 const init = workerData as WorkerInit;
