@@ -287,6 +287,7 @@ export class Model {
       promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed === undefined || sampling.seed === RANDOM_SEED ? randomSeed() : sampling.seed }, maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS,
       stop: options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop],
       stopTokens: options.stopTokens ?? [], ignoreEos: options.ignoreEos ?? false, topLogprobs: options.logprobs, signal: options.signal,
+      ...(options.logprobsAfterSampling ? { logprobsAfterSampling: true } : {}),
       ...(options.promptLogprobs !== undefined ? { promptLogprobs: options.promptLogprobs } : {}),
       ...(constraint ? { constraint } : {}),
       ...(options.preservedTokens?.length ? { preservedTokens: options.preservedTokens } : {}),

@@ -50,7 +50,7 @@ test("every relative link in README.md and docs/*.md names a file that exists, a
 // Every name of the exported option and result types. A record over `keyof` fails the type check
 // (npm run typecheck) when the type gains, loses or renames a key.
 const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
-  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true,
+  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true,
   promptLogprobs: true, numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true,
   draftModel: true, draftTokens: true, promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
   temperature: true, topK: true, topP: true, minP: true, typicalP: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,

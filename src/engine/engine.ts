@@ -666,7 +666,7 @@ export class Engine {
 
   /** the output sequence of a choice: its sampler (seed + choice), stop strings, streaming decoder, constraint */
   private newSequence(p: RequestParams, choice: number, grammar: Grammar | undefined): Sequence {
-    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs };
+    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs, logprobsAfterSampling: p.logprobsAfterSampling ?? false };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
     const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
     return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint);

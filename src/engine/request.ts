@@ -26,6 +26,8 @@ export interface RequestParams {
   readonly stopTokens: readonly number[];
   readonly ignoreEos: boolean;
   readonly topLogprobs: number | undefined;
+  /** the logprobs are the sampled-from distribution's (after the sampling chain), not the model's */
+  readonly logprobsAfterSampling?: boolean;
   /**
    * score the prompt: every prompt token's logprob given the tokens before it, with the top
    * `promptLogprobs` alternatives (undefined: none). The prompt is then computed whole (no cached

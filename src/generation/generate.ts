@@ -44,6 +44,13 @@ export interface GenerateOptions extends SamplingOptions {
   /** report each generated token's log-probability and the top `logprobs` alternatives (see logprobs.ts) */
   logprobs?: number;
   /**
+   * with `logprobs`: report them from the distribution the token was drawn from (after logit bias,
+   * penalties, temperature and the filters; the survivors only, so the top lists stop at them,
+   * greedy's at its one token with probability 1), llama-server's `post_sampling_probs`, instead
+   * of the model's own (default false)
+   */
+  logprobsAfterSampling?: boolean;
+  /**
    * score the prompt too: each prompt token's log-probability given the tokens before it, and the
    * top `promptLogprobs` alternatives, in the result's `promptLogprobs` (vLLM's prompt_logprobs;
    * with maxTokens 0, the prompt's log-likelihood without generating). Computed in the prefill's
@@ -196,7 +203,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
-  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, promptLogprobs: true,
+  maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
   numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
 };
@@ -221,7 +228,7 @@ export function checkGenerateOptions(options: unknown): asserts options is Gener
   if (typeof options !== "object" || options === null || Array.isArray(options)) throw new OptionError(`generation options: expected an object, got ${shownValue(options)}`, "options");
   const o = options as Record<string, unknown>;
   checkOptionKeys(o, OPTION_NAMES);
-  checkFlags(o, ["addSpecialTokens", "ignoreEos"]);
+  checkFlags(o, ["addSpecialTokens", "ignoreEos", "logprobsAfterSampling"]);
   const stop = o["stop"];
   if (stop !== undefined && typeof stop !== "string" && !Array.isArray(stop)) throw new OptionError(`stop: expected a string or an array of strings, got ${shownValue(stop)}`, "stop");
   const stopTokens = o["stopTokens"];

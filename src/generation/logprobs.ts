@@ -1,10 +1,12 @@
+import type { TokenProbabilities } from "../sampling/index.js";
 import { OptionError } from "../units/index.js";
 
 /**
  * Log-probabilities reported with generated tokens. They are the model's own distribution:
  * log-softmax of the raw logits row, before logit bias, penalties, temperature and truncation
  * (llama.cpp's server reports n_probs the same way unless post-sampling probabilities are
- * requested), so they do not depend on the sampling settings.
+ * requested), so they do not depend on the sampling settings. With `logprobsAfterSampling` they
+ * are those of the distribution the token was drawn from instead (sampledLogprobs).
  */
 export interface TopLogprob {
   token: number;
@@ -31,6 +33,20 @@ export function tokenLogprobs(logits: Float32Array, token: number, k: number): T
   for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! - max);
   const lse = max + Math.log(sum);
   return { token, logprob: logits[token]! - lse, top: topK(logits, k).map((t) => ({ token: t, logprob: logits[t]! - lse })) };
+}
+
+/**
+ * The chosen token's logprob and the top `k` in the distribution the sampler drew it from (its
+ * survivors, best first, with their probabilities after temperature): llama-server's
+ * post_sampling_probs. Survivors of probability 0 (a bias of -inf) are not alternatives, as
+ * llama-server leaves them out; fewer survivors than `k` give fewer.
+ */
+export function sampledLogprobs(drawn: TokenProbabilities, token: number, k: number): TokenLogprob {
+  let logprob = -Infinity;
+  for (let i = 0; i < drawn.ids.length; i++) if (drawn.ids[i] === token) { logprob = Math.log(drawn.probs[i]!); break; }
+  const top: TopLogprob[] = [];
+  for (let i = 0; i < Math.min(k, drawn.ids.length) && drawn.probs[i]! > 0; i++) top.push({ token: drawn.ids[i]!, logprob: Math.log(drawn.probs[i]!) });
+  return { token, logprob, top };
 }
 
 /** ids of the k largest values, best first, lower id first on ties (a bounded insertion list) */

@@ -1,7 +1,7 @@
 import type { Sampler } from "../sampling/index.js";
 import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
-import { tokenLogprobs, type TokenLogprob } from "./logprobs.js";
+import { sampledLogprobs, tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
 import type { EndToken, FinishDetail, FinishReason, GenerationStep, TokenStep } from "./generate.js";
 
@@ -15,6 +15,8 @@ export interface StopRules {
   readonly ignoreEos: boolean;
   /** report the top `topLogprobs` alternatives of each token (undefined: no logprobs) */
   readonly topLogprobs: number | undefined;
+  /** the logprobs are those of the distribution the sampler drew from (llama-server's post_sampling_probs), not the model's */
+  readonly logprobsAfterSampling?: boolean;
 }
 
 /**
@@ -109,6 +111,7 @@ export class Sequence {
 
   private scored(token: number, logits: Float32Array | undefined): TokenLogprob {
     if (!logits) throw new Error("logprobs need the logits the token was chosen from");
+    if (this.rules.logprobsAfterSampling) return sampledLogprobs(this.sampler.lastProbabilities(), token, this.rules.topLogprobs!);
     return tokenLogprobs(logits, token, this.rules.topLogprobs!);
   }
 

@@ -10,7 +10,7 @@ export {
   type SamplerStep,
   type SamplingOptions,
 } from "./options.js";
-export { samplerStepsFromLlamaCpp } from "./order.js";
+export { llamaCppSamplerNames, samplerStepsFromLlamaCpp } from "./order.js";
 export { Mt19937, randomSeed, type UniformSource } from "./rng.js";
 export {
   applyLogitBias,

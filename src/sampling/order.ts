@@ -1,5 +1,5 @@
 import { OptionError } from "../units/index.js";
-import type { SamplerStep } from "./options.js";
+import { SAMPLER_ORDERS, type SamplerOrder, type SamplerStep } from "./options.js";
 
 /**
  * llama.cpp's sampler chain as its users name it (common/sampling.cpp): `--samplers` and the
@@ -28,6 +28,25 @@ function canonicalName(name: string): string | undefined {
   const lower = name.toLowerCase();
   if (Object.hasOwn(ALIASES, lower)) return ALIASES[lower];
   return Object.keys(LLAMA_CPP_SAMPLERS).find((c) => c === lower || c.replaceAll("_", "-") === lower || (c.includes("_") && c.replaceAll("_", "") === lower));
+}
+
+/**
+ * llama.cpp's default chain (common_params_sampling's samplers), by its names: dry, top_n_sigma
+ * and xtc are in it but off at their defaults, as they always are here
+ */
+const LLAMA_CPP_DEFAULT_CHAIN = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"] as const;
+
+/**
+ * A chain (`samplerOrder`: a preset or the steps) by llama.cpp's sampler names, as llama-server
+ * lists its `samplers` (GET /props): the "llama.cpp" preset (the default) is its default chain; any
+ * other is penalties (which the presets apply first) and then its steps. samplerStepsFromLlamaCpp
+ * reads the list back as the same chain.
+ */
+export function llamaCppSamplerNames(order: SamplerOrder | readonly SamplerStep[] = "llama.cpp"): string[] {
+  if (order === "llama.cpp") return [...LLAMA_CPP_DEFAULT_CHAIN];
+  const steps: readonly SamplerStep[] = typeof order === "string" ? ["penalties", ...SAMPLER_ORDERS[order]] : order;
+  const nameOf = (step: SamplerStep) => Object.keys(LLAMA_CPP_SAMPLERS).find((n) => LLAMA_CPP_SAMPLERS[n]!.step === step)!;
+  return steps.map(nameOf);
 }
 
 /**

@@ -45,6 +45,10 @@ interface Job {
   limitGiven: boolean;
   /** answered in llama-server's own shape (its POST /completion), not OpenAI's */
   native: boolean;
+  /** llama-server's post_sampling_probs: the logprobs are the sampled-from distribution's, answered natively as probabilities */
+  postSampling: boolean;
+  /** llama-server's return_tokens: a native reply lists its completion's token ids */
+  returnTokens: boolean;
 }
 
 /** the reply's shape: OpenAI's, or llama-server's own (POST /completion) */
@@ -157,6 +161,11 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
     if (echo) echoed = given.map((p, i) => (typeof p === "string" ? p : model.tokenizer.decode(prompts[i]!, { skipSpecialTokens: true })));
   }
   if (logprobs !== undefined) options.logprobs = logprobs;
+  // (llama-server's params_from_json_cmpl reads both on every completion route; unstreamed, its
+  // reply lists the token ids only with return_tokens, its stream's events always do)
+  const postSampling = optBoolean(body, "post_sampling_probs") ?? false;
+  if (postSampling && logprobs !== undefined) options.logprobsAfterSampling = true;
+  const returnTokens = optBoolean(body, "return_tokens") ?? false;
   const n = options.n ?? 1;
   const context = model.contextSize;
   for (const p of prompts) checkRoom(p.length, context, options.maxTokens, PROMPT_PARAM[kind], maxTokensParam(body), ctx.settings);
@@ -173,7 +182,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, timingsPerToken, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, timingsPerToken, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false, postSampling, returnTokens,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }
@@ -413,7 +422,7 @@ function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[
     const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
     // (n_probs: each token's logprob and its alternatives, as the chat API places them on the text)
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
-    return placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp)) } : reply;
+    return placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp, job.postSampling)) } : reply;
   }));
   return ctx.send(res, replies.length === 1 ? replies[0]! : replies);
 }
@@ -524,12 +533,14 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         const { token, text, logprob, endToken } = event.step;
         if (token !== undefined && made[index]!++ === 0) firstAt[index] = performance.now();
         const choice = logprobs?.[index];
-        if (logprob) choice?.push(logprob);
+        const pushed = logprob ? choice?.push(logprob) : undefined;
         // a step without a token releases the text held back until the end
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
         if (job.native) {
-          if ((text !== "" || token !== undefined) && !(await sse.send({ ...nativePartial(text, token, index, made[index]!, job.prompts[run]!.length), ...timingsSoFar(index) }))) break;
+          // (n_probs: each token's event carries its own entry, as llama-server's partial results do)
+          const probs = pushed ? { completion_probabilities: [nativeProbability(ctx.texts.chatEntry(pushed), pushed.lp, job.postSampling)] } : {};
+          if ((text !== "" || token !== undefined) && !(await sse.send({ ...nativePartial(text, token, index, made[index]!, job.prompts[run]!.length), ...timingsSoFar(index), ...probs }))) break;
           continue;
         }
         const placed = choice?.take(shown[index]!) ?? [];

@@ -17,6 +17,10 @@ export interface NativeRequest {
   options: GenerateOptions;
   stream: boolean;
   logprobs: number | undefined;
+  /** post_sampling_probs: the logprobs are the sampled-from distribution's, shown as probabilities */
+  postSampling: boolean;
+  /** return_tokens: an unstreamed reply lists its token ids */
+  returnTokens: boolean;
 }
 
 /** no slot is named: tsllm's engine has sequences, not slots a request could ask for again */
@@ -27,11 +31,11 @@ export function nativePartial(text: string, token: number | undefined, index: nu
   return { index, content: text, tokens: token === undefined ? [] : [token], stop: false, id_slot: NO_SLOT, tokens_predicted: predicted, tokens_evaluated: evaluated };
 }
 
-/** a completion's summary; streamed, its text and tokens were sent already */
+/** a completion's summary; streamed, its text and tokens were sent already; unstreamed, its tokens are listed with return_tokens only (llama-server keeps them only then) */
 export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer): Record<string, unknown> {
   const { type, word } = stopOf(req.options, c, tokenizer);
   return {
-    index, content: req.stream ? "" : c.completion, tokens: req.stream ? [] : c.completionTokens, id_slot: NO_SLOT, stop: true, model: req.model,
+    index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : c.completionTokens, id_slot: NO_SLOT, stop: true, model: req.model,
     tokens_predicted: c.completionTokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
     prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: false, stop_type: type, stopping_word: word,
     tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),
@@ -58,14 +62,21 @@ function settingsOf(req: NativeRequest): Record<string, unknown> {
   const stop = o.stop === undefined ? [] : typeof o.stop === "string" ? [o.stop] : [...o.stop];
   return defined({
     n_predict: o.maxTokens ?? -1, seed: o.seed, temperature: o.temperature, top_k: o.topK, top_p: o.topP, min_p: o.minP,
-    stop, stream: req.stream, n_probs: req.logprobs ?? 0,
+    stop, stream: req.stream, n_probs: req.logprobs ?? 0, post_sampling_probs: req.postSampling,
   });
 }
 
 /**
  * a token's entry of llama-server's completion_probabilities (with n_probs): the chat API's entry
- * with each token's id beside it, as llama-server's probs_to_json writes it
+ * with each token's id beside it, as llama-server's probs_vector_to_json writes it; with
+ * post_sampling_probs (`post`) the probabilities themselves, {prob, top_probs: [{id, token, bytes,
+ * prob}]}, in place of their logarithms
  */
-export function nativeProbability(entry: ChatLogprobEntry, lp: TokenLogprob): Record<string, unknown> {
-  return { id: lp.token, ...entry, top_logprobs: entry.top_logprobs.map((t, k) => ({ id: lp.top[k]!.token, ...t })) };
+export function nativeProbability(entry: ChatLogprobEntry, lp: TokenLogprob, post: boolean): Record<string, unknown> {
+  const top = entry.top_logprobs.map((t, k) => ({ id: lp.top[k]!.token, ...t }));
+  if (!post) return { id: lp.token, ...entry, top_logprobs: top };
+  return {
+    id: lp.token, token: entry.token, bytes: entry.bytes, prob: Math.exp(entry.logprob),
+    top_probs: top.map(({ id, token, bytes, logprob }) => ({ id, token, bytes, prob: Math.exp(logprob) })),
+  };
 }

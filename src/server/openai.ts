@@ -225,10 +225,12 @@ export class ChoiceLogprobs {
 
   constructor(private readonly decoder: StreamDecoder) {}
 
-  push(lp: TokenLogprob): void {
-    const text = this.decoder.push(lp.token);
-    this.placed.push({ lp, text, offset: this.decoded });
-    this.decoded += text.length;
+  /** places the next token's logprob; returns its placement (its text as decoded so far) */
+  push(lp: TokenLogprob): PlacedLogprob {
+    const placed = { lp, text: this.decoder.push(lp.token), offset: this.decoded };
+    this.placed.push(placed);
+    this.decoded += placed.text.length;
+    return placed;
   }
 
   /** the generation has ended: bytes the decoder still holds (an unfinished character) belong to the last token */

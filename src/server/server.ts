@@ -8,6 +8,7 @@ import { exclusive } from "../engine/index.js";
 import type { Model } from "../llm.js";
 import { yieldToEventLoop } from "../platform/host.js";
 import { printable } from "../units/index.js";
+import { llamaCppSamplerNames } from "../sampling/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { applyTemplate, handleCompletion } from "./completions.js";
 import { handleInfill } from "./infill.js";
@@ -697,7 +698,9 @@ export class OpenAIServer {
       // (no chat template: llama-server's props hold "" then)
     }
     const d = model.generationDefaults;
-    const params = { n_predict: d.maxTokens ?? -1, temperature: d.temperature, top_k: d.topK, top_p: d.topP, min_p: d.minP, typical_p: d.typicalP, repeat_penalty: d.repeatPenalty, repeat_last_n: d.repeatLastN };
+    const params = { n_predict: d.maxTokens ?? -1, temperature: d.temperature, top_k: d.topK, top_p: d.topP, min_p: d.minP, typical_p: d.typicalP, repeat_penalty: d.repeatPenalty, repeat_last_n: d.repeatLastN,
+      // (the chain by llama.cpp's names, as llama-server lists its samplers: what a client sends back as `samplers` is the same chain)
+      samplers: llamaCppSamplerNames(d.samplerOrder) };
     return this.reply(res, 200, {
       default_generation_settings: { n_ctx: model.contextSize, params: defined(params) },
       total_slots: model.engine.maxSequences, model_alias: modelId, model_path: model.path,
