@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
 import { runChild } from "./helpers/child.js";
+import { post, spawnServe, until } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 // A Node kernel worker (src/kernels/wasm/worker.ts) that stops for good after its start: the
@@ -129,3 +130,38 @@ for (const [how, { what, why }] of Object.entries(killed)) {
     }
   });
 }
+
+test("tsllm serve whose kernel worker is ended from outside: the running request and later ones answer 500 with why, /health answers 500 with it, and the process still stops on SIGTERM", { skip }, async () => {
+  await ensureWasm();
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-serve-worker-killed-"));
+  const trigger = join(dir, "trigger");
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --require ${resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")}`, TSLLM_TEST_WORKER_DIES: "terminate", TSLLM_TEST_WORKER_TRIGGER: trigger };
+  const serve = await spawnServe(["--threads", "2", "--backend", "wasm"], { env });
+  try {
+    const healthy = await fetch(`${serve.url}/health`, { signal: AbortSignal.timeout(20_000) });
+    assert.equal(healthy.status, 200, await healthy.text());
+    // stories260K's context (512 tokens) less the prompt: a request of a second or more
+    const ask = () => post(`${serve.url}/v1/completions`, { prompt: "Once upon a time", max_tokens: 500, temperature: 0, ignore_eos: true }, {}, AbortSignal.timeout(60_000));
+    const first = await ask();
+    assert.equal(first.status, 200, "before the worker is ended");
+    const pending = ask();
+    await until(async () => ((await (await fetch(`${serve.url}/health`)).json()) as { requests_running?: number }).requests_running === 1, "the request to run");
+    writeFileSync(trigger, "");
+    const why = "wasm backend: kernel worker 1 stopped: its thread was ended from outside (exit code 1); the backend cannot run without it: load the model again";
+    const running = await pending;
+    assert.equal(running.status, 500, JSON.stringify(running.json));
+    assert.ok(String(running.json.error?.message).includes(why), JSON.stringify(running.json));
+    const health = await fetch(`${serve.url}/health`, { signal: AbortSignal.timeout(20_000) });
+    assert.equal(health.status, 500);
+    assert.deepEqual(await health.json(), { status: "error", error: why });
+    const later = await ask();
+    assert.equal(later.status, 500);
+    assert.ok(String(later.json.error?.message).includes(why), JSON.stringify(later.json));
+  } finally {
+    serve.child.kill("SIGTERM");
+    const code = await Promise.race([serve.exited, new Promise((r) => setTimeout(() => r("still running 20 s after SIGTERM"), 20_000).unref())]);
+    if (code === "still running 20 s after SIGTERM") serve.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
+  }
+});

@@ -714,6 +714,9 @@ export class OpenAIServer {
     if (!this.model && !this.embedder) return this.reply(res, 503, { status: "loading" }, { "Retry-After": "1" });
     if (this.draining) return this.reply(res, 503, { status: "draining" }, { Connection: "close" });
     if (!this.model) return this.reply(res, 200, { status: "ok" });
+    // a backend that runs nothing any more (a kernel worker died) fails every request: not ready, as a failed load
+    const failure = this.model.backend.failure ?? this.draft?.backend.failure;
+    if (failure) return this.reply(res, 500, { status: "error", error: failure });
     const s = this.model.engine.stats;
     return this.reply(res, 200, { status: "ok", requests_running: s.running, requests_waiting: s.waiting });
   }

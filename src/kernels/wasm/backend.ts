@@ -748,6 +748,9 @@ export async function createWasmBackend(options: WasmBackendOptions = {}): Promi
     get stolenClaims(): number {
       return pool?.stolenClaims ?? 0;
     },
+    get failure(): string | undefined {
+      return disposed ? undefined : pool?.failure;
+    },
     stallWorkerOnce(ms: number): void {
       for (const space of memories.spaces) Atomics.store(space.control, C.STALL_MS, ms);
     },

@@ -25,6 +25,8 @@ export interface ThreadPool {
   run(space?: number): void;
   /** claims of workers the main thread took over (a worker stopped mid-claim in a stealable job) */
   readonly stolenClaims: number;
+  /** why the pool runs no job any more (a worker stopped for good: the error every run() throws), undefined while it runs */
+  readonly failure: string | undefined;
   /**
    * Makes a further memory (index = the next free one) known to the workers: each is sent it
    * (KernelThread.announce), and an empty job in it makes every worker take it and instantiate the kernels
@@ -128,20 +130,25 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
   /** why this pool runs no job any more: a worker stopped for good (every later run throws it) */
   let stoppedWorker: string | undefined;
 
+  /** why this pool runs no job any more, once a worker's loop has stopped for good (LEFT_STOPPED) */
+  function workerStopped(): string | undefined {
+    // (a plain loop: this runs before every job)
+    for (let t = 1; stoppedWorker === undefined && t < threads; t++) {
+      if (Atomics.load(left, t * LEFT_STRIDE + LEFT_STOPPED) === 0) continue;
+      const why = workers[t - 1]!.takeErrors().join("; ") || "no message";
+      stoppedWorker = `wasm backend: kernel worker ${t} stopped: ${why}; the backend cannot run without it: load the model again`;
+    }
+    return stoppedWorker;
+  }
+
   /**
    * Throws once a worker's loop has stopped for good (LEFT_STOPPED): it never completes the rows
    * it claimed nor leaves a job, so the waits for it held this thread forever. The rows it left
    * half written and the threads the jobs were cut for are not recovered: the backend is done.
    */
   function throwIfWorkerStopped(): void {
-    // (a plain loop: this runs before every job)
-    for (let t = 1; stoppedWorker === undefined; t++) {
-      if (t === threads) return;
-      if (Atomics.load(left, t * LEFT_STRIDE + LEFT_STOPPED) === 0) continue;
-      const why = workers[t - 1]!.takeErrors().join("; ") || "no message";
-      stoppedWorker = `wasm backend: kernel worker ${t} stopped: ${why}; the backend cannot run without it: load the model again`;
-    }
-    throw new Error(stoppedWorker);
+    const why = workerStopped();
+    if (why !== undefined) throw new Error(why);
   }
 
   /**
@@ -246,6 +253,9 @@ export async function createThreadPool(module: WebAssembly.Module, first: PoolSp
     run,
     get stolenClaims() {
       return stolenClaims;
+    },
+    get failure() {
+      return workerStopped();
     },
     addSpace(space: PoolSpace): void {
       const index = spaces.length;
