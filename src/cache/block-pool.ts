@@ -339,12 +339,18 @@ export class KVBlockPool {
   }
 
   private evictOldest(): void {
-    const block = this.idle.keys().next().value!;
+    this.forget(this.idle.keys().next().value!);
+    this.evictions++;
+  }
+
+  /** takes an idle cached prefix block out of the prefix cache, free for any use (a slot erased); false where it is in use or holds no cached prefix */
+  forget(block: number): boolean {
+    if (!this.idle.has(block)) return false;
     this.idle.delete(block);
     this.byKey.delete(this.registrations.get(block)!.key);
     this.registrations.delete(block);
     this.free.push(block);
-    this.evictions++;
+    return true;
   }
 
   references(block: number): number {

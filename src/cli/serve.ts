@@ -86,6 +86,8 @@ Options:
   --no-log-requests     do not write a line to stderr for each request when it ends (method, path, status,
                         milliseconds, client address, X-Request-Id; /health, /metrics, /v1/models and the
                         page are never written), as llama-server and vLLM log theirs by default
+  --no-slots            answer GET /slots (the requests running, their sampling settings) with 501, as
+                        llama-server's --no-slots; by default it lists them, as llama-server does
   --draft-model MODEL   speculative decoding with this draft model (a file, folder or Hub reference as --model,
                         with the model's vocabulary; llama-server's -md): every request of one choice without
                         logprobs drafts with it. Greedy replies are the model's own, token for token; sampled
@@ -104,14 +106,14 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-name": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
-  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, admission: { type: "string" },
+  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, admission: { type: "string" },
   "draft-model": { type: "string" }, "draft-tokens": { type: "string" }, "draft-quantize": { type: "string" },
 };
 
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
-  cacheTypes: "--cache-type-k / --cache-type-v",
+  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots",
 };
 
 export async function runServe(argv: string[]): Promise<void> {
@@ -141,7 +143,7 @@ export async function runServe(argv: string[]): Promise<void> {
     maxQueue: optionalNumber(values, "max-queue", { integer: true, min: 0 }), modelName: optionalString(values, "alias"), chatTemplate: chatTemplateFrom(values), chatTemplateName: chatTemplateNameFrom(values),
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
-    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS,
+    log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS, slots: values["no-slots"] !== true,
     ...(draftTokens !== undefined ? { draftTokens } : {}),
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and

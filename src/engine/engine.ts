@@ -12,6 +12,7 @@ import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, comp
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
+import { dropCachedPrefix, SlotTable, type SlotState } from "./slots.js";
 import type { DraftRound, SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
@@ -149,6 +150,8 @@ export class Engine {
   private readonly wakeOnAbort = () => this.wake();
   readonly maxSequences: number;
   readonly maxBatchTokens: number;
+  /** which running request holds each of the maxSequences places (llama-server's slots) */
+  private readonly slotTable: SlotTable;
 
   constructor(
     readonly model: LanguageModel,
@@ -162,6 +165,7 @@ export class Engine {
     };
     this.maxSequences = int("maxSequences", options.maxSequences, DEFAULT_MAX_SEQUENCES, 1);
     this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 64, 1);
+    this.slotTable = new SlotTable(this.maxSequences);
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
       throw new OptionError(`kvCacheBytes must be a positive integer, got ${shownValue(options.kvCacheBytes)}`, "kvCacheBytes");
     }
@@ -258,6 +262,32 @@ export class Engine {
       if (free < 0) return queue.length - i;
     }
     return 0;
+  }
+
+  /**
+   * llama-server's slots: the maxSequences places of sequences run at once, each with the request
+   * running there, if any (slots.ts)
+   */
+  slots(): SlotState[] {
+    if (this.scheduler) this.slotTable.sync(this.scheduler.running);
+    return this.slotTable.states();
+  }
+
+  /**
+   * llama-server's slot erase: once the request running in slot `id` (if any) has ended, the
+   * prefix-cache rows of the tokens the slot ran last that no running sequence holds are dropped,
+   * so no later request reuses them; resolves with the tokens whose rows were dropped
+   */
+  async eraseSlot(id: number): Promise<number> {
+    if (!Number.isInteger(id) || id < 0 || id >= this.maxSequences) throw new RangeError(`slot id must be an integer in [0, ${this.maxSequences}), got ${shownValue(id)}`);
+    for (;;) {
+      if (this.scheduler) this.slotTable.sync(this.scheduler.running);
+      const running = this.slotTable.holder(id);
+      if (!running) break;
+      await running.outcome.then(() => undefined, () => undefined);
+    }
+    const tokens = this.slotTable.takeLast(id);
+    return tokens && this.pool ? dropCachedPrefix(this.pool, tokens) : 0;
   }
 
   /**
@@ -366,6 +396,7 @@ export class Engine {
       this.sweepAborted(s);
       if (s.running.length === 0 && s.waiting.length === 0) return void (this.looping = false);
       let plan = s.schedule();
+      this.slotTable.sync(s.running);
       if (plan.chunks.length === 0) {
         // nothing can run until something changes (a new request, an abort, a reader catching up)
         await new Promise<void>((resolve) => {
@@ -642,6 +673,7 @@ export class Engine {
 
   /** the request leaves the scheduler (its blocks back to the pool) and settles */
   private end(request: EngineRequest, error?: unknown): void {
+    this.slotTable.release(request);
     this.scheduler!.remove(request);
     request.strategy.release?.();
     if (error === undefined) request.complete();

@@ -22,6 +22,7 @@ import { TokenTexts } from "./openai.js";
 import { defined, optBoolean, type Body } from "./params.js";
 import { idsAndTexts, kindOf, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
+import { listSlots, SLOT_PREFIX, SLOT_ROUTE, slotAction, slotsOff } from "./slots.js";
 import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
 
 export interface ServeOptions {
@@ -86,6 +87,8 @@ export interface ServeOptions {
   draftModel?: Model | Promise<Model>;
   /** tokens the draft proposes a round (default 8); a request's `speculative.n_max` sets its own, 0 none */
   draftTokens?: number;
+  /** llama-server's GET /slots, which lists the requests running and their sampling settings (default true; false: a 501, as llama-server's --no-slots) */
+  slots?: boolean;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -143,6 +146,15 @@ function pathOf(req: IncomingMessage): string {
   // (after an authority comes "/", "?" or the end)
   return origin && path === "" ? "/" : path;
 }
+/** the request target's query */
+function queryOf(req: IncomingMessage): URLSearchParams {
+  try {
+    return new URL(req.url ?? "/", "http://localhost").searchParams;
+  } catch {
+    return new URLSearchParams();
+  }
+}
+
 /** GET routes a request log leaves out: health probes, metric scrapes, model lists, /props and the page are sent over and over (llama-server leaves out /props too) */
 const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", "/models", "/props", MODEL_ROUTE, ...PAGE_PATHS]);
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
@@ -269,6 +281,8 @@ export class OpenAIServer {
       throw new ApiError(501, "POST /props is not supported: this server's properties cannot be changed while it runs (GET /props reads them); restart tsllm serve with other options to change them", "not_supported_error", null, "not_supported");
     });
     get("/metrics", (_req, res) => this.renderMetrics(res));
+    get("/slots", (req, res) => this.slots(req, res));
+    post(SLOT_ROUTE, async (req, res) => this.slotAction(req, res));
     post("/tokenize", async (req, res) => this.tokenize(await this.json(req), res));
     post("/detokenize", async (req, res) => this.detokenize(await this.json(req), res));
     for (const asset of PAGE_PATHS) get(asset, (req, res) => servePage(req, res, asset));
@@ -433,7 +447,7 @@ export class OpenAIServer {
   private async handle(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): Promise<void> {
     const url = pathOf(req);
     // a model's own path goes to its route, and is counted under the route's name
-    const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url;
+    const path = url.startsWith(MODEL_PREFIX) && url.length > MODEL_PREFIX.length ? MODEL_ROUTE : url.startsWith(SLOT_PREFIX) && url.length > SLOT_PREFIX.length ? SLOT_ROUTE : url;
     const byMethod = this.routes.get(path);
     const socket = req.socket;
     // a client that left before the answer was complete (nothing sent yet, or a stream cut short)
@@ -479,8 +493,8 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
-      // every route under /v1/, /models, /props (the model's path and template) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
-      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || path === "/props" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
+      // every route under /v1/, /models, /props (the model's path and template), /slots (the requests running) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
+      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || path === "/props" || path === "/slots" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
       // one request of a connection at a time (HTTP/1.1 answers them in order anyway): a request
@@ -706,6 +720,20 @@ export class OpenAIServer {
       total_slots: model.engine.maxSequences, model_alias: modelId, model_path: model.path,
       modalities: { vision: false, audio: false }, chat_template: template,
     });
+  }
+
+  /** llama-server's GET /slots (slots.ts) */
+  private slots(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.options.slots === false) throw slotsOff(this.settings.slots);
+    const { model } = this.ready();
+    return this.reply(res, 200, listSlots(model, this.draft !== undefined, queryOf(req)));
+  }
+
+  /** llama-server's POST /slots/{id_slot}?action=erase (slots.ts); its body, if any, is read and not used (save and restore's filename) */
+  private async slotAction(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { model } = this.ready();
+    await readBody(req, this.bodyLimit, this.bodies);
+    await this.reply(res, 200, await slotAction(model, pathOf(req).slice(SLOT_PREFIX.length), queryOf(req)));
   }
 
   private health(res: ServerResponse): Promise<void> {

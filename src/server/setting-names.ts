@@ -20,10 +20,12 @@ export interface SettingNames {
   readonly chatTemplateName: string;
   /** the KV cache's types (loadModel's cacheTypeK and cacheTypeV) */
   readonly cacheTypes: string;
+  /** GET /slots turned off (ServeOptions.slots false) */
+  readonly slots: string;
 }
 
 /** the library's option names, for a server started from the library */
 export const LIBRARY_SETTING_NAMES: SettingNames = {
   kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
-  cacheTypes: "cacheTypeK / cacheTypeV",
+  cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false",
 };

@@ -1,0 +1,122 @@
+import { KVBlockPool } from "../cache/index.js";
+import type { EngineRequest, RequestParams } from "./request.js";
+
+/**
+ * llama-server's slots in the engine's terms. llama-server runs --parallel slots, each one sequence
+ * with a KV region of its own; the engine runs up to maxSequences sequences from one shared pool,
+ * each with the whole context. So a slot here is one place of those maxSequences: a running
+ * request holds as many as its strategy's width (n choices, beams), from when the scheduler gives
+ * it room until it ends (or is preempted), the lowest free ids first. What a slot keeps after its
+ * request has gone is the tokens of its sequence: their rows stay in the shared prefix cache, and
+ * erasing the slot drops them from it.
+ */
+
+/** what a running request shows in the slots it holds */
+export interface SlotTask {
+  /** the engine's id of the request (llama-server's id_task) */
+  readonly id: number;
+  readonly params: RequestParams;
+  /** prompt tokens whose rows came from the prefix cache */
+  readonly cachedPromptTokens: number;
+  /** whether the prompt has been computed */
+  readonly prefilled: boolean;
+  /** tokens the slot's sequence has generated so far */
+  readonly generated: number;
+}
+
+export interface SlotState {
+  readonly id: number;
+  /** the request running in the slot; none: the slot is idle */
+  readonly task?: SlotTask;
+}
+
+export class SlotTable {
+  /** the request holding each slot */
+  private readonly holders: (EngineRequest | undefined)[];
+  /** which of its holder's sequences each slot shows (its place among the holder's slots) */
+  private readonly places: number[];
+  /** the tokens of the sequence each slot ran last, whose rows its request left in the prefix cache */
+  private readonly last: (readonly number[] | undefined)[];
+
+  constructor(readonly size: number) {
+    this.holders = new Array<EngineRequest | undefined>(size).fill(undefined);
+    this.places = new Array<number>(size).fill(0);
+    this.last = new Array<readonly number[] | undefined>(size).fill(undefined);
+  }
+
+  /**
+   * Brings the table to the scheduler's running requests: a request no longer running (preempted,
+   * or ended without `release`) leaves its slots, one that runs without slots takes the lowest free
+   * ones, as many as its width. The scheduler runs at most `size` sequences at once, so every
+   * running request finds its slots.
+   */
+  sync(running: readonly EngineRequest[]): void {
+    const now = new Set(running);
+    for (let id = 0; id < this.size; id++) {
+      const r = this.holders[id];
+      if (r !== undefined && !now.has(r)) this.free(id);
+    }
+    const held = new Set(this.holders);
+    let id = 0;
+    for (const r of running) {
+      if (held.has(r)) continue;
+      for (let place = 0; place < r.strategy.width; place++) {
+        while (id < this.size && this.holders[id] !== undefined) id++;
+        if (id === this.size) return;
+        this.holders[id] = r;
+        this.places[id] = place;
+      }
+    }
+  }
+
+  /** the request ends: its slots are free, each keeping the tokens of its sequence (call before its sequences are retired) */
+  release(request: EngineRequest): void {
+    for (let id = 0; id < this.size; id++) if (this.holders[id] === request) this.free(id);
+  }
+
+  /** the request holding the slot, if any */
+  holder(id: number): EngineRequest | undefined {
+    return this.holders[id];
+  }
+
+  states(): SlotState[] {
+    return this.holders.map((r, id): SlotState => {
+      if (r === undefined) return { id };
+      const seq = r.sequences[this.places[id]!];
+      const generated = r.prefilled && seq ? Math.max(0, seq.tokens.length - r.params.promptTokens.length) : 0;
+      return { id, task: { id: r.id, params: r.params, cachedPromptTokens: r.cachedPromptTokens, prefilled: r.prefilled, generated } };
+    });
+  }
+
+  /** the tokens the slot ran last, forgotten by the table */
+  takeLast(id: number): readonly number[] | undefined {
+    const tokens = this.last[id];
+    this.last[id] = undefined;
+    return tokens;
+  }
+
+  private free(id: number): void {
+    const r = this.holders[id]!;
+    // (a choice already retired: its prompt, which its rows began with, is what is known of it)
+    this.last[id] = [...(r.sequences[this.places[id]!]?.tokens ?? r.params.promptTokens)];
+    this.holders[id] = undefined;
+  }
+}
+
+/**
+ * Drops the cached prefix blocks of `tokens` that no sequence holds from the pool's prefix cache
+ * (those in use stay: another request runs on them) and returns the tokens whose rows went with
+ * them. The chain of keys is walked as the scheduler looks a prompt up (each block's key names
+ * the registration of the block before it), past blocks kept.
+ */
+export function dropCachedPrefix(pool: KVBlockPool, tokens: readonly number[]): number {
+  const bs = pool.blockSize;
+  let id = 0, dropped = 0;
+  for (let b = 0; (b + 1) * bs <= tokens.length; b++) {
+    const found = pool.lookup(KVBlockPool.prefixKey(id, tokens.slice(b * bs, (b + 1) * bs)));
+    if (!found) break;
+    id = found.id;
+    if (pool.forget(found.block)) dropped += bs;
+  }
+  return dropped;
+}
