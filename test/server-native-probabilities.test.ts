@@ -166,6 +166,30 @@ describe("llama-server's probabilities and tokens on POST /completion (stories26
     await assert.rejects(model.generate(prompt, { maxTokens: 1, logprobs: 1, logprobsAfterSampling: "yes" as never }), /logprobsAfterSampling/);
   });
 
+  test("the end-of-generation token: listed as llama-server lists it, in tokens (return_tokens), tokens_predicted and completion_probabilities, its event of its own when streamed", async () => {
+    const eos = model.tokenizer.eosId!;
+    // (a bias makes EOS the greedy token after the prompt; the logprob is the model's, before the bias)
+    const body = { prompt, n_predict: 4, temperature: 0, n_probs: 2, return_tokens: true, logit_bias: [[eos, 100]] };
+    const r = await post(`${s.url}/completion`, body);
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.stop_type, "eos");
+    assert.equal(r.json.content, "");
+    assert.deepEqual(r.json.tokens, [eos]);
+    assert.equal(r.json.tokens_predicted, 1);
+    const [entry, ...rest] = r.json.completion_probabilities;
+    assert.deepEqual(rest, []);
+    assert.equal(entry.id, eos);
+    assert.equal(entry.token, "", "the end token adds no text (llama-server's text_to_send)");
+    near(entry.logprob, ref.promptLogprobs[eos]!, "EOS");
+    const res = await fetch(`${s.url}/completion`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
+    const all = events(await res.text());
+    const partial = all.filter((e) => e.stop === false);
+    assert.equal(partial.length, 1, JSON.stringify(all));
+    assert.deepEqual([partial[0]!.content, partial[0]!.tokens, partial[0]!.tokens_predicted], ["", [eos], 1]);
+    assert.deepEqual(partial[0]!.completion_probabilities, r.json.completion_probabilities);
+    assert.equal(all.at(-1)!.tokens_predicted, 1);
+  });
+
   test("GET /props: the default chain's samplers by llama-server's names, which read back as the same chain", async () => {
     const props = await (await fetch(`${s.url}/props`)).json() as any;
     // (llama.cpp's common_params_sampling samplers, named by common_sampler_type_to_str)

@@ -420,8 +420,11 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
 function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[], res: ServerResponse): Promise<void> {
   const replies = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
     const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
-    // (n_probs: each token's logprob and its alternatives, as the chat API places them on the text)
+    // (n_probs: each token's logprob and its alternatives, as the chat API places them on the text,
+    // then the end-of-generation token's, whose text is none, as llama-server lists it)
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
+    const end = c.endToken?.logprob;
+    if (placed && end) placed.push({ lp: end, text: "", offset: c.completion.length });
     return placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp, job.postSampling)) } : reply;
   }));
   return ctx.send(res, replies.length === 1 ? replies[0]! : replies);
@@ -538,9 +541,13 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         if (token === undefined) choice?.end();
         shown[index]! += text.length;
         if (job.native) {
-          // (n_probs: each token's event carries its own entry, as llama-server's partial results do)
-          const probs = pushed ? { completion_probabilities: [nativeProbability(ctx.texts.chatEntry(pushed), pushed.lp, job.postSampling)] } : {};
-          if ((text !== "" || token !== undefined) && !(await sse.send({ ...nativePartial(text, token, index, made[index]!, job.prompts[run]!.length), ...timingsSoFar(index), ...probs }))) break;
+          // (n_probs: each token's event carries its own entry, as llama-server's partial results do;
+          // the end-of-generation token has an event of its own, with the text held back till then)
+          const listed = pushed ?? (endToken?.logprob && choice ? { lp: endToken.logprob, text: "", offset: shown[index]! } : undefined);
+          const probs = listed ? { completion_probabilities: [nativeProbability(ctx.texts.chatEntry(listed), listed.lp, job.postSampling)] } : {};
+          const id = token ?? endToken?.token;
+          const predicted = made[index]! + (token === undefined && id !== undefined ? 1 : 0);
+          if ((text !== "" || id !== undefined) && !(await sse.send({ ...nativePartial(text, id, index, predicted, job.prompts[run]!.length), ...timingsSoFar(index), ...probs }))) break;
           continue;
         }
         const placed = choice?.take(shown[index]!) ?? [];

@@ -26,7 +26,7 @@ export interface NativeRequest {
 /** no slot is named: tsllm's engine has sequences, not slots a request could ask for again */
 const NO_SLOT = -1;
 
-/** a streamed token's event */
+/** a streamed token's event (the end-of-generation token's too, whose text is what was held back) */
 export function nativePartial(text: string, token: number | undefined, index: number, predicted: number, evaluated: number): Record<string, unknown> {
   return { index, content: text, tokens: token === undefined ? [] : [token], stop: false, id_slot: NO_SLOT, tokens_predicted: predicted, tokens_evaluated: evaluated };
 }
@@ -34,12 +34,22 @@ export function nativePartial(text: string, token: number | undefined, index: nu
 /** a completion's summary; streamed, its text and tokens were sent already; unstreamed, its tokens are listed with return_tokens only (llama-server keeps them only then) */
 export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer): Record<string, unknown> {
   const { type, word } = stopOf(req.options, c, tokenizer);
+  const tokens = generatedTokens(c);
   return {
-    index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : c.completionTokens, id_slot: NO_SLOT, stop: true, model: req.model,
-    tokens_predicted: c.completionTokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
+    index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: NO_SLOT, stop: true, model: req.model,
+    tokens_predicted: tokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
     prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: false, stop_type: type, stopping_word: word,
     tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),
   };
+}
+
+/**
+ * the tokens llama-server counts as generated: the completion's, then the end-of-generation token
+ * that ended it (its slot samples and counts it, and lists it with return_tokens, though it adds no
+ * text)
+ */
+function generatedTokens(c: Choice): number[] {
+  return c.endToken ? [...c.completionTokens, c.endToken.token] : c.completionTokens;
 }
 
 /**
