@@ -63,6 +63,18 @@ function admitsNonObjects(rest: Schema): boolean {
 
 const NOT_OBJECT: Schema = { not: { type: "object" } };
 
+/** the keywords of an `if` that tests a string (its complement is `not` of them, which the converter writes) */
+const STRING_TEST = ["type", "pattern", "minLength", "maxLength"];
+
+/** whether the schema `rest` (the keywords beside if) admits values other than strings */
+function admitsNonStrings(rest: Schema): boolean {
+  const type = rest["type"];
+  if (type !== undefined) return [type].flat().some((t) => t !== "string");
+  return !["pattern", "format", "minLength", "maxLength"].some((k) => rest[k] !== undefined);
+}
+
+const NOT_STRING: Schema = { not: { type: "string" } };
+
 /**
  * `if` and its complement as alternatives of parts: [where it holds, where it does not]. `cond`
  * true or saying nothing: it always holds; false: never.
@@ -73,10 +85,19 @@ function ifBranches(cond: unknown, at: string, rest: Schema): [Part[][], Part[][
   if (!isMap(cond)) throw new GrammarError(`${at}: expected a schema, got ${JSON.stringify(cond)}`);
   if (ruledOutable(cond)) return [[[[cond, at]]], [[[otherTypes(cond) ?? { not: cond }, at]]]];
   const keys = meaningful(cond);
+  // a string test (pattern, lengths): strings it takes, and strings it does not (not of it, written
+  // as the patterns' automata run together); a value other than a string passes it without type
+  // string, and fails it with
+  if (keys.length > 0 && keys.every((k) => STRING_TEST.includes(k)) && keys.some((k) => k !== "type") && (cond["type"] === undefined || cond["type"] === "string")) {
+    const { type: _, ...test } = cond;
+    const holds: Part[][] = [[[{ ...test, type: "string" }, at]]], fails: Part[][] = [[[{ type: "string", not: test }, at]]];
+    if (admitsNonStrings(rest)) (cond["type"] === "string" ? fails : holds).push([[NOT_STRING, at]]);
+    return [holds, fails];
+  }
   const odd = keys.find((k) => !["type", "properties", "required", "additionalProperties"].includes(k));
   const typed = cond["type"] === "object";
   if (odd !== undefined || (cond["type"] !== undefined && !typed) || (cond["additionalProperties"] !== undefined && cond["additionalProperties"] !== true)) {
-    throw new GrammarError(`${at}: only a type, a const or an enum, or an object's properties (each a type, const or enum) and required names, can be tested in a grammar (else is taken where it fails: its complement, which a grammar does not write)`);
+    throw new GrammarError(`${at}: only a type, a const or an enum, a string's pattern and lengths, or an object's properties (each a type, const or enum) and required names, can be tested in a grammar (else is taken where it fails: its complement, which a grammar does not write)`);
   }
   const properties = (isMap(cond["properties"]) ? cond["properties"] : {}) as Schema;
   const required = Array.isArray(cond["required"]) ? (cond["required"] as unknown[]) : [];

@@ -539,6 +539,9 @@ function integerBoundsOrEmpty(s: Record<string, unknown>, path: string): { lo: n
  */
 const MAX_ALTERNATIVES = 256;
 
+/** the most different schemas of patternProperties' patterns (each set of them is written apart: 2^n - 1) */
+const MAX_PATTERN_SCHEMAS = 4;
+
 /** the largest multipleOf written as a grammar (a rule per remainder and digit position) */
 const MAX_MULTIPLE = 250;
 
@@ -1272,7 +1275,7 @@ class Converter {
   }
 
   /** the inside of stringLanguage()'s string: the first of the rules made for it */
-  private stringInside(s: Record<string, unknown>, none: readonly (readonly StringTest[])[], name: string, path: string, noneAt: string): string {
+  private stringInside(s: Record<string, unknown>, none: readonly (readonly StringTest[])[], name: string, path: string, noneAt: string, all: readonly StringTest[] = []): string {
     if (s["format"] !== undefined && (s["format"] === "date-time" || Object.hasOwn(FORMATS, s["format"] as string)) && s["pattern"] === undefined) {
       throw new GrammarError(`${path}/format: ${JSON.stringify(s["format"])} beside ${none.length > 0 ? noneAt : "another pattern"} is not supported (write the format as a pattern)`);
     }
@@ -1290,7 +1293,7 @@ class Converter {
     for (let n = 1; [...this.rules.keys()].some((r) => r.startsWith(`${prefix}-`)); n++) prefix = `${name}-str${n}`;
     let rules: [string, string][];
     try {
-      rules = stringLanguageGbnf({ all: patterns.map((pattern) => ({ pattern })), none, min, max }, prefix, this.maxRules - this.rules.size);
+      rules = stringLanguageGbnf({ all: [...patterns.map((pattern) => ({ pattern })), ...all], none, min, max }, prefix, this.maxRules - this.rules.size);
     } catch (e) {
       if (!(e instanceof GrammarError)) throw e;
       throw new GrammarError(`${none.length > 0 ? noneAt : `${path}/pattern`}: ${e.message}${none.length > 0 ? " beside the pattern and lengths it applies to" : " of the patterns"}`);
@@ -2090,29 +2093,61 @@ class Converter {
 
   /**
    * `"key": value` for a key of patternProperties: the key one of the patterns' strings (as a
-   * schema's pattern is read), the value of its schema. Held exactly where no two patterns ask
-   * different things of one key (their schemas equal) and none of `apart` (the named properties) is
-   * one of their keys (it could be written twice, its value escaping the property's schema); the keys no pattern
-   * matches (additionalProperties true or a schema) would be the complement of a regular
-   * expression, which this does not write: each of those is refused naming it. Where
-   * additionalProperties is unset the object takes no other keys (as beside properties).
+   * schema's pattern is read), the value of its schema; none of `named` (the named properties: such
+   * a key would be written twice, its value escaping the property's schema). Patterns of one schema
+   * are one union. Patterns of different schemas: a key takes the schema of every pattern it
+   * matches, so the keys are split by which of them they match (each such set its own keys, those
+   * matching its patterns and none of the others', string-language.ts; the value every schema of
+   * the set), at most MAX_PATTERN_SCHEMAS different schemas. additionalProperties true or a schema:
+   * the keys no pattern matches, its values. Where it is unset the object takes no other keys (as
+   * beside properties).
    */
   private patternKv(patterns: readonly [string, ReadonlySet<string>, unknown, string][], named: readonly string[], additional: unknown, name: string, path: string, depth: number): string {
-    if (additional !== undefined && additional !== false) throw new GrammarError(`${path}/additionalProperties: only false (or unset) is supported beside patternProperties: the keys no pattern matches are not written by a grammar here`);
-    const [, , schema, at] = patterns[0]!;
-    for (const [, , other, otherAt] of patterns) {
-      if (canonicalJson(other) !== canonicalJson(schema)) throw new GrammarError(`${otherAt}: patterns with different schemas (also ${at}) are not supported: a key both match takes both schemas, which a grammar of one pattern per key cannot say`);
+    // the patterns grouped by their schema: [the patterns (one union), names they match, schema, schema path]
+    const groups: [string[], Set<string>, unknown, string][] = [];
+    for (const [p, matches, schema, at] of patterns) {
+      const g = groups.find(([, , other]) => canonicalJson(other) === canonicalJson(schema));
+      if (g === undefined) groups.push([[p], new Set(matches), schema, at]);
+      else {
+        g[0].push(p);
+        for (const m of matches) g[1].add(m);
+      }
     }
-    // a pattern that matches a named property: its keys less those names (string-language.ts), so
-    // no key is written twice, the second escaping the property's schema
-    const keys = patterns.map(([p, matches, , pAt], i) => {
-      const clash = named.filter((k) => matches.has(k));
-      if (clash.length === 0) return this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt);
-      return this.stringInside({ pattern: p }, clash.map((literal) => [{ literal }]), `${name}-pattern-${i}`, pAt, pAt);
-    });
-    this.space();
-    const value = this.visit(schema, `${name}-pattern-value`, at, depth + 1);
-    return this.add(`${name}-pattern-kv`, `"\\"" (${keys.join(" | ")}) "\\"" space ":" space ${value}`);
+    const others = additional !== undefined && additional !== false;
+    if (groups.length === 1 && !others) {
+      // a pattern that matches a named property: its keys less those names
+      const keys = patterns.map(([p, matches, , pAt], i) => {
+        const clash = named.filter((k) => matches.has(k));
+        if (clash.length === 0) return this.patternText(p, 0, undefined, `${name}-pattern-${i}`, pAt);
+        return this.stringInside({ pattern: p }, clash.map((literal) => [{ literal }]), `${name}-pattern-${i}`, pAt, pAt);
+      });
+      this.space();
+      const value = this.visit(groups[0]![2], `${name}-pattern-value`, groups[0]![3], depth + 1);
+      return this.add(`${name}-pattern-kv`, `"\\"" (${keys.join(" | ")}) "\\"" space ":" space ${value}`);
+    }
+    if (groups.length > MAX_PATTERN_SCHEMAS) throw new GrammarError(`${groups[MAX_PATTERN_SCHEMAS]![3]}: patterns of more than ${MAX_PATTERN_SCHEMAS} different schemas are not supported (a key takes the schema of every pattern it matches: each set of them is written apart)`);
+    const union = (g: (typeof groups)[number]): StringTest => ({ pattern: g[0].join("|") });
+    const kvs: string[] = [];
+    // each non-empty set of groups (a bit per group), then (bits 0) the keys no pattern matches
+    for (let bits = (1 << groups.length) - 1; bits >= (others ? 0 : 1); bits--) {
+      const inSet = groups.filter((_, i) => bits & (1 << i)), outSet = groups.filter((_, i) => !(bits & (1 << i)));
+      const at = inSet[0]?.[3] ?? `${path}/additionalProperties`;
+      // (the named properties among these keys: left out of them)
+      const clash = named.filter((k) => inSet.every((g) => g[1].has(k)) && outSet.every((g) => !g[1].has(k)));
+      const id = `${name}-pattern-set${bits}`;
+      const made = this.unlessEmpty(
+        () => this.stringInside({}, [...outSet.map((g) => [union(g)]), ...clash.map((literal) => [{ literal }])], id, at, at, inSet.map(union)),
+        (e) => e instanceof GrammarError && e.message.includes(": no string satisfies all of them"),
+      );
+      // (no key matches exactly these patterns: none written)
+      if (made.made === undefined) continue;
+      this.space();
+      const value = inSet.length === 0 ? (additional === true ? this.anyValue() : this.visit(additional, `${name}-additional-value`, `${path}/additionalProperties`, depth + 1))
+        : this.visit(inSet.length === 1 ? inSet[0]![2] : allOfAt(inSet.map((g): Part => [g[2], g[3]])), `${id}-value`, at, depth + 1);
+      kvs.push(`"\\"" ${made.made} "\\"" space ":" space ${value}`);
+    }
+    if (kvs.length === 0) throw new GrammarError(`${path}/patternProperties: no key is left to write (each pattern's keys are named properties)`);
+    return this.add(`${name}-pattern-kv`, kvs.join(" | "));
   }
 
   /**
