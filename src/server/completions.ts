@@ -277,10 +277,9 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   const draft = ctx.draft;
   if (!draft || nMax === 0 || (options.n ?? 1) > 1 || options.logprobs !== undefined || options.promptLogprobs !== undefined || !options.maxTokens) return;
   options.draftModel = draft.model;
-  // n_max at most the server's draft tokens, which the draft's KV pool is planned for (a larger one
-  // would only take more of that pool, as llama-server clamps it to its slot's --draft-max), and at
-  // most the tokens left to generate: a larger one would only reserve KV blocks no proposal fills
-  options.draftTokens = Math.min(nMax ?? draft.tokens, draft.tokens, options.maxTokens);
+  // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
+  const tokens = nMax ?? draft.tokens;
+  if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */
