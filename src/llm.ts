@@ -3,7 +3,7 @@ import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, 
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
-  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs, type Timings,
+  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, validateTokenBans, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs, type Timings,
 } from "./generation/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
@@ -279,6 +279,7 @@ export class Model {
     const t0 = performance.now();
     const n = validateChoices(options);
     if (usesStrategy(options) && options.logprobs !== undefined) throw new OptionError("logprobs are not available with beam search or speculative decoding", "logprobs");
+    validateTokenBans(options, options.numBeams !== undefined ? "beam" : usesStrategy(options) ? "speculative" : "sample");
     const promptTokens = this.encode(prompt, options);
     const sampling = samplingOptionsOf(options);
     const constraint = constraintOf(options);
@@ -462,7 +463,7 @@ function decodingOf(o: GenerateOptions, n: number): Decoding {
   if (o.draftModel !== undefined || o.promptLookup) {
     return { kind: "speculative", draft: o.draftModel?.languageModel, draftTokens: o.draftTokens, promptLookup: typeof o.promptLookup === "number" ? o.promptLookup : undefined };
   }
-  return { kind: "sample", n };
+  return { kind: "sample", n, ...(o.noRepeatNgramSize ? { noRepeatNgramSize: o.noRepeatNgramSize } : {}), ...(o.minNewTokens ? { minNewTokens: o.minNewTokens } : {}) };
 }
 
 /** aborts `controller` when `signal` does; returns the unlinking */

@@ -4,6 +4,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
+import { pipeline } from "../src/index.js";
 import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -359,7 +360,40 @@ test("tsllm pipeline text-generation --repetition-penalty (transformers' repetit
   }
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --seed) is a usage error naming it and its tasks", () => {
+/*
+ * `tsllm pipeline text-generation` had no flag for transformers' no_repeat_ngram_size, min_new_tokens
+ * and min_length (the library refused them in a folder). The flags give what the library's options
+ * give (test/text-generation-bans.test.ts judges those against the model's own logits, banned there).
+ */
+test("tsllm pipeline text-generation --no-repeat-ngram-size, --min-new-tokens, --min-length: the library's options", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, async () => {
+  const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
+  try {
+    const input = "In the beginning";
+    const run = (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", "30", ...args);
+    const out = (r: ReturnType<typeof tsllm>) => {
+      assert.equal(r.status, 0, r.stderr);
+      return JSON.parse(r.stdout) as Json[][];
+    };
+    const plain = out(run());
+    const banned = out(run("--no-repeat-ngram-size", "2"));
+    assert.deepEqual(banned, [await gen(input, { maxNewTokens: 30, noRepeatNgramSize: 2 })]);
+    assert.notDeepEqual(banned, plain, "greedy repeats a 2-gram here");
+    assert.deepEqual(out(run("--min-new-tokens", "3", "--min-length", "9", "--no-repeat-ngram-size", "3")), [await gen(input, { maxNewTokens: 30, minNewTokens: 3, minLength: 9, noRepeatNgramSize: 3 })]);
+    for (const [flag, bad, message] of [
+      ["--no-repeat-ngram-size", "-1", "--no-repeat-ngram-size must be >= 0, got -1"],
+      ["--min-new-tokens", "1.5", `--min-new-tokens expects an integer (decimal digits, optionally signed), got "1.5"`],
+      ["--min-length", "x", `--min-length expects an integer (decimal digits, optionally signed), got "x"`],
+    ] as const) {
+      const r = run(flag, bad);
+      assert.equal(r.status, 2, r.stderr);
+      assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+    }
+  } finally {
+    gen.dispose();
+  }
+});
+
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -373,6 +407,7 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["fill-mask", "memory-margin", "0", "text-generation"],
     ["fill-mask", "do-sample", "", "text-generation"], ["ner", "no-do-sample", "", "text-generation"], ["sentiment-analysis", "temperature", "0.5", "text-generation"],
     ["fill-mask", "top-p", "0.5", "text-generation"], ["feature-extraction", "seed", "3", "text-generation"], ["sentiment-analysis", "repetition-penalty", "1.2", "text-generation"],
+    ["fill-mask", "no-repeat-ngram-size", "2", "text-generation"], ["ner", "min-new-tokens", "2", "text-generation"], ["sentiment-analysis", "min-length", "2", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

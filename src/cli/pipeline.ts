@@ -10,7 +10,8 @@ export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TE
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
                       [--target WORD]... [--max-new-tokens N] [--max-length N] [--do-sample | --no-do-sample]
-                      [--temperature T] [--top-p P] [--repetition-penalty R] [--seed S] [--memory-margin SIZE] [--threads N]
+                      [--temperature T] [--top-p P] [--repetition-penalty R] [--no-repeat-ngram-size N]
+                      [--min-new-tokens N] [--min-length N] [--seed S] [--memory-margin SIZE] [--threads N]
                       [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
@@ -50,6 +51,13 @@ Options:
   --repetition-penalty R        text-generation: divides the logit of each token already in the prompt or reply
                                 (multiplies a negative one), above 0, 1 for none; greedy or sampling (default:
                                 the folder's repetition_penalty, else 1; transformers' repetition_penalty)
+  --no-repeat-ngram-size N      text-generation: never repeat an n-gram of N tokens, the prompt's included (a
+                                token that would is banned), 0 for none; greedy or sampling (default: the
+                                folder's no_repeat_ngram_size, else 0; transformers' no_repeat_ngram_size)
+  --min-new-tokens N            text-generation: EOS is banned until N new tokens (default: the folder's
+                                min_new_tokens, else none; it wins over any min-length, as transformers)
+  --min-length N                text-generation: EOS is banned until N tokens in all, the prompt's included
+                                (default: the folder's min_length, else 0; transformers' min_length)
   --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
                                 (default): a random one, printed (stderr) when the run samples: give it back to
                                 repeat the run (with --json, a run that samples gives each result its "seed")
@@ -85,6 +93,9 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   temperature: ["text-generation"],
   "top-p": ["text-generation"],
   "repetition-penalty": ["text-generation"],
+  "no-repeat-ngram-size": ["text-generation"],
+  "min-new-tokens": ["text-generation"],
+  "min-length": ["text-generation"],
   seed: ["text-generation"],
 };
 
@@ -93,7 +104,8 @@ export const PIPELINE_ARGS: OptionSpec = {
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" },
-  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" },
+  "no-repeat-ngram-size": { type: "string" }, "min-new-tokens": { type: "string" }, "min-length": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -146,6 +158,11 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const topP = optionalNumber(values, "top-p", { min: 0, max: 1 });
   // transformers' RepetitionPenaltyLogitsProcessor takes a strictly positive penalty
   const repetitionPenalty = optionalNumber(values, "repetition-penalty", { above: 0 });
+  // transformers' logits processors: whole numbers, 0 adding none
+  const noRepeatNgramSize = optionalNumber(values, "no-repeat-ngram-size", { integer: true, min: 0 });
+  const minNewTokens = optionalNumber(values, "min-new-tokens", { integer: true, min: 0 });
+  const minLength = optionalNumber(values, "min-length", { integer: true, min: 0 });
+  const bans = { ...(noRepeatNgramSize === undefined ? {} : { noRepeatNgramSize }), ...(minNewTokens === undefined ? {} : { minNewTokens }), ...(minLength === undefined ? {} : { minLength }) };
   // drawn here, as generate's, so that a sampled run can say which seed it used
   const seedText = optionalString(values, "seed");
   const seedGiven = seedText !== undefined && seedText !== "-1";
@@ -206,7 +223,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
         case "feature-extraction":
           return (p as FeatureExtractionPipeline)(text);
         case "text-generation":
-          return (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength, ...sampling });
+          return (p as TextGenerationPipeline)(text, { maxNewTokens, maxLength, ...sampling, ...bans });
       }
     };
     const results: unknown[] = [];

@@ -1,7 +1,7 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
-import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, validateTokenBans, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
 import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
@@ -601,6 +601,7 @@ export class Engine {
     switch (d.kind) {
       case "sample":
         if (!Number.isInteger(d.n) || d.n < 1) throw new RequestError(`n must be an integer >= 1 (the number of completions), got ${d.n}`, "n");
+        validateTokenBans(d, "sample");
         return new SamplingStrategy(d.n, room, makeSequence, params.topLogprobs !== undefined);
       case "beam": {
         const options = { ...d, maxTokens: room, endIds };
@@ -701,7 +702,8 @@ export class Engine {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs, logprobsAfterSampling: p.logprobsAfterSampling ?? false };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
     const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
-    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint);
+    const bans = p.decoding.kind === "sample" ? { noRepeatNgramSize: p.decoding.noRepeatNgramSize, minNewTokens: p.decoding.minNewTokens } : {};
+    return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint, bans);
   }
 
   /** a constraint's grammar, compiled once per distinct spec (the last few kept); a bad one is a RequestError naming where */

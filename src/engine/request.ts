@@ -7,7 +7,13 @@ import type { ChoiceOutcome, Strategy, StrategyRequest } from "./strategy.js";
 
 /** how a request chooses its tokens */
 export type Decoding =
-  | { readonly kind: "sample"; readonly n: number }
+  | {
+      readonly kind: "sample"; readonly n: number;
+      /** tokens completing an n-gram already in the sequence are banned (0 or none: no ban) */
+      readonly noRepeatNgramSize?: number;
+      /** the end-of-generation tokens are banned until this many tokens are generated */
+      readonly minNewTokens?: number;
+    }
   | {
       readonly kind: "beam"; readonly numBeams: number; readonly lengthPenalty?: number; readonly earlyStopping?: boolean | "never";
       readonly numReturnSequences?: number; readonly noRepeatNgramSize?: number;

@@ -19,6 +19,22 @@ export function validateMaxTokens(maxTokens: unknown): void {
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 0) throw new OptionError(`maxTokens must be a non-negative integer, got ${shownValue(maxTokens)}`, "maxTokens");
 }
 
+/**
+ * noRepeatNgramSize and minNewTokens: whole numbers >= 0, given only to a decoding that applies
+ * them (speculative decoding's accepted tokens are not sampled one row at a time; beam search
+ * applies noRepeatNgramSize only)
+ */
+export function validateTokenBans(o: Pick<GenerateOptions, "noRepeatNgramSize" | "minNewTokens">, decoding: "sample" | "beam" | "speculative"): void {
+  for (const name of ["noRepeatNgramSize", "minNewTokens"] as const) {
+    const v = o[name];
+    if (v === undefined) continue;
+    if (!Number.isInteger(v) || v < 0) throw new OptionError(`${name} must be an integer >= 0, got ${shownValue(v)}`, name);
+    if (v === 0) continue;
+    if (decoding === "speculative") throw new OptionError(`${name} cannot be combined with speculative decoding (draftModel, promptLookup)`, name);
+    if (decoding === "beam" && name === "minNewTokens") throw new OptionError("minNewTokens cannot be combined with beam search (numBeams)", name);
+  }
+}
+
 /** what an option's own validator threw, as an OptionError naming the option (as the engine's RequestError does) */
 function naming(option: string, check: () => void): void {
   try {
@@ -44,6 +60,7 @@ export function checkGenerateRanges(options: GenerateOptions): void {
   resolveSamplingOptions(samplingOptionsOf(options));
   const stop = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : [...options.stop];
   naming("stop", () => validateStopStrings(stop));
+  validateTokenBans(options, options.numBeams !== undefined ? "beam" : usesStrategy(options) ? "speculative" : "sample");
   if (options.numBeams !== undefined) {
     const { numBeams, lengthPenalty, earlyStopping, numReturnSequences, noRepeatNgramSize } = options;
     validateBeamOptions({ numBeams, lengthPenalty, earlyStopping, numReturnSequences, noRepeatNgramSize });

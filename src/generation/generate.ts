@@ -65,8 +65,18 @@ export interface GenerateOptions extends SamplingOptions {
   earlyStopping?: boolean | "never";
   /** beam search: sequences returned in `beams` (default 1) */
   numReturnSequences?: number;
-  /** beam search: never repeat an n-gram of this size */
+  /**
+   * never repeat an n-gram of this size (the prompt's included): a token that would complete an
+   * n-gram already in the sequence is banned (transformers' no_repeat_ngram_size); sampling, greedy
+   * and beam search, not speculative decoding
+   */
   noRepeatNgramSize?: number;
+  /**
+   * the end-of-generation tokens are banned until this many tokens are generated (transformers'
+   * min_new_tokens, MinNewTokensLengthLogitsProcessor); sampling and greedy, not beam search or
+   * speculative decoding
+   */
+  minNewTokens?: number;
   /** speculative decoding: a loaded draft model with the target's vocabulary (temperature > 0: speculative sampling) */
   draftModel?: { readonly languageModel: LanguageModel };
   /** speculative decoding: tokens proposed per round */
@@ -204,7 +214,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
-  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, draftModel: true, draftTokens: true,
+  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
 };
 

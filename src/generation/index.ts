@@ -3,7 +3,7 @@ export {
 } from "./generate.js";
 export { Sequence, type StopRules } from "./sequence.js";
 export { cancelOnEarlyExit } from "./early-exit.js";
-export { checkGenerateRanges, validateMaxTokens } from "./check-ranges.js";
+export { checkGenerateRanges, validateMaxTokens, validateTokenBans } from "./check-ranges.js";
 export { tokenLogprobs, validateLogprobs, type PromptLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
 export { createStopMatcher, validateStopStrings, type StopMatcher } from "./stop-strings.js";
 export { computeTimings, formatTimings, type Timings } from "./timings.js";

@@ -1,6 +1,7 @@
 import type { Sampler } from "../sampling/index.js";
 import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
+import { bannedNgramTokens } from "./beam.js";
 import { sampledLogprobs, tokenLogprobs, type TokenLogprob } from "./logprobs.js";
 import type { StopMatcher } from "./stop-strings.js";
 import type { EndToken, FinishDetail, FinishReason, GenerationStep, TokenStep } from "./generate.js";
@@ -17,6 +18,18 @@ export interface StopRules {
   readonly topLogprobs: number | undefined;
   /** the logprobs are those of the distribution the sampler drew from (llama-server's post_sampling_probs), not the model's */
   readonly logprobsAfterSampling?: boolean;
+}
+
+/**
+ * Tokens a sampled sequence may not take at a step, as transformers' logits processors ban them
+ * (their logits -Infinity before the sampler's penalties, temperature and filters, as
+ * GenerationMixin._get_logits_processor puts them before its warpers)
+ */
+export interface TokenBans {
+  /** a token completing an n-gram of this size already in the sequence, the prompt's included (NoRepeatNGramLogitsProcessor); 0: none */
+  readonly noRepeatNgramSize?: number;
+  /** the end-of-generation tokens while fewer tokens than this are generated (MinNewTokensLengthLogitsProcessor); 0: none */
+  readonly minNewTokens?: number;
 }
 
 /**
@@ -50,6 +63,8 @@ export class Sequence {
     private readonly rules: StopRules,
     /** a grammar the completion must follow: only tokens it allows are sampled */
     private readonly constraint?: TokenConstraint,
+    /** tokens banned at a sampled step (a strategy's own choices, given to `accept`, are its to check) */
+    private readonly bans: TokenBans = {},
   ) {
     this.tokens = [...promptTokens];
     this.logprobs = rules.topLogprobs === undefined ? undefined : [];
@@ -64,8 +79,9 @@ export class Sequence {
    * and applies the stops. Returns the steps to emit (a token's step, and the held-back text once
    * the sequence ends); after it, either the new token is pending or the sequence is done.
    */
-  advance(logits: Float32Array): GenerationStep[] {
+  advance(given: Float32Array): GenerationStep[] {
     if (this.full) return this.finish("length");
+    const logits = this.banned(given);
     if (!this.constraint) return this.accept(this.sampler.sample(logits, this.tokens), logits);
     // the constraint masks `logits` (logprobs then describe the constrained distribution): in full
     // where logprobs are read from them, else greedy's lazy try leaves the row unmasked while the
@@ -79,6 +95,22 @@ export class Sequence {
     }
     this.constraint.accept(token);
     return this.accept(token, logits);
+  }
+
+  /**
+   * `logits`, or a copy with the banned tokens at -Infinity (the caller's row is left as it is);
+   * logprobs then describe the distribution sampled from, as transformers' scores do
+   */
+  private banned(logits: Float32Array): Float32Array {
+    const ngram = this.bans.noRepeatNgramSize ?? 0;
+    const holdEnd = this.completionTokens.length < (this.bans.minNewTokens ?? 0);
+    if (ngram === 0 && !holdEnd) return logits;
+    const ids = ngram > 0 ? bannedNgramTokens(this.tokens, ngram) : new Set<number>();
+    if (holdEnd) for (const id of this.rules.endIds) ids.add(id);
+    if (ids.size === 0) return logits;
+    const row = logits.slice();
+    for (const id of ids) if (id < row.length) row[id] = -Infinity;
+    return row;
   }
 
   /** whether no further token may be generated (maxTokens reached, or the next one's position outside the context) */

@@ -12,7 +12,10 @@ import { DEFAULT_MAX_LENGTH, DEFAULT_MAX_NEW_TOKENS, type ShippedGeneration } fr
  */
 
 /** the keys tsllm's pipeline honours (ShippedGeneration's) */
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length"];
+/** the token bans tsllm's pipeline honours: whole numbers, 0 (or none) for no ban, each with its option's name */
+const BANS = { no_repeat_ngram_size: "noRepeatNgramSize", min_new_tokens: "minNewTokens", min_length: "minLength" } as const;
+
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS)];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -21,11 +24,8 @@ const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repeti
  * the key, rather than silently generating another text.
  */
 const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what: string])[] = [
-  ["no_repeat_ngram_size", [0], "never repeats an n-gram of that size"],
   ["encoder_no_repeat_ngram_size", [0], "an encoder-decoder setting; transformers fails with it on a decoder-only model"],
   ["encoder_repetition_penalty", [1], "penalizes or favours the prompt's tokens"],
-  ["min_length", [0], "holds EOS back until that many tokens"],
-  ["min_new_tokens", [0], "holds EOS back until that many new tokens"],
   ["num_beams", [1], "beam search"],
   ["num_beam_groups", [1], "diverse beam search"],
   ["num_return_sequences", [1], "several sequences for each prompt"],
@@ -99,6 +99,18 @@ function withoutUnusedLength(base: Record<string, unknown>, task: Record<string,
   return rest;
 }
 
+/** no_repeat_ngram_size, min_new_tokens and min_length as the pipeline's options, each checked to be a whole number >= 0 (null: unset, as transformers reads it) */
+function bansOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Pick<ShippedGeneration, "noRepeatNgramSize" | "minNewTokens" | "minLength"> {
+  const bans: { -readonly [K in "noRepeatNgramSize" | "minNewTokens" | "minLength"]?: number } = {};
+  for (const [key, option] of Object.entries(BANS)) {
+    const v = o[key];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw new Error(`${sources[key]}: ${key}: expected an integer >= 0 (0 for none), found ${JSON.stringify(v)?.slice(0, 60)}`);
+    bans[option] = v;
+  }
+  return bans;
+}
+
 /**
  * The folder's generation settings for the text-generation pipeline; a setting it does not do that
  * acts only when sampling is left to refuse a call that samples (samplingRefusal).
@@ -123,6 +135,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
   const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
   return {
+    ...bansOf(merged, sources),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),
   };

@@ -18,6 +18,12 @@ export interface TextGenerationOptions {
   readonly topP?: number;
   /** default: the model's generation_config.json repetition_penalty, else 1 */
   readonly repetitionPenalty?: number;
+  /** never repeat an n-gram of this size, the prompt's included (default: the folder's no_repeat_ngram_size, else 0: none) */
+  readonly noRepeatNgramSize?: number;
+  /** EOS is held back until this many new tokens (default: the folder's min_new_tokens, else none); a minNewTokens wins over any minLength, as transformers */
+  readonly minNewTokens?: number;
+  /** EOS is held back until this many tokens in all, the prompt's included (default: the folder's min_length, else 0) */
+  readonly minLength?: number;
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
@@ -26,7 +32,7 @@ export interface TextGenerationOptions {
 }
 
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
-export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "seed", "returnFullText", "chatTemplate"];
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "noRepeatNgramSize", "minNewTokens", "minLength", "seed", "returnFullText", "chatTemplate"];
 
 /** transformers 5's TextGenerationPipeline._default_generation_config */
 export const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -43,6 +49,10 @@ export interface ShippedGeneration extends GenerationDefaults {
   readonly maxLength?: number;
   /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
   readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
+  /** no_repeat_ngram_size, min_new_tokens and min_length as written (0: none) */
+  readonly noRepeatNgramSize?: number;
+  readonly minNewTokens?: number;
+  readonly minLength?: number;
   /** a folder's setting that acts only when sampling and that tsllm does not do (typical_p ...): a call that samples is refused with it */
   readonly samplingRefusal?: string;
 }
@@ -87,8 +97,13 @@ function pipelineConfig(shipped: ShippedGeneration, o: TextGenerationOptions): P
   };
 }
 
-/** the token budgets and the repetition penalty checked, before any work (the sampler's own check would name its repeatPenalty) */
+/** the token budgets, the bans and the repetition penalty checked, before any work (the sampler's own check would name its repeatPenalty) */
 function checkBudgets(o: TextGenerationOptions): void {
+  for (const k of ["noRepeatNgramSize", "minNewTokens", "minLength"] as const) {
+    const v = o[k];
+    // transformers' NoRepeatNGramLogitsProcessor and MinLengthLogitsProcessor refuse a negative or fractional size; 0 adds none
+    if (v !== undefined && (!Number.isInteger(v) || v < 0)) throw new OptionError(`${k} must be an integer >= 0 (0 for none), got ${shownValue(v)}`, k);
+  }
   for (const k of ["maxNewTokens", "maxLength"] as const) {
     const v = o[k];
     // transformers' GenerationConfig.validate: "max_new_tokens must be greater than 0" (a maxLength of 0 has no room either)
@@ -165,10 +180,27 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
   };
   // generate()'s own _prepare_generation_config turns do_sample off again for the pipeline's temperature 0, before the call's options
   const samplingOf = (call: TextGenerationOptions) => ({ doSample: call.doSample ?? (config.temperature === 0 ? false : config.doSample), temperature: call.temperature ?? config.temperature ?? 1 });
-  const generateOptions = (maxTokens: number, o: TextGenerationOptions, call: TextGenerationOptions): GenerateOptions => {
+  /**
+   * the new tokens EOS is held back for: a minNewTokens (the call's, the pipeline's, the folder's)
+   * wins over any minLength, as generate()'s _prepare_generated_length sets min_length to
+   * min_new_tokens + the prompt's length; a minLength counts the prompt's tokens
+   */
+  const minNewTokensOf = (promptTokens: number, o: TextGenerationOptions): number => {
+    const minNew = o.minNewTokens ?? shipped.minNewTokens;
+    if (minNew !== undefined) return minNew;
+    return Math.max(0, (o.minLength ?? shipped.minLength ?? 0) - promptTokens);
+  };
+  const generateOptions = (promptTokens: number, maxTokens: number, b: Budget, o: TextGenerationOptions, call: TextGenerationOptions, label: string): GenerateOptions => {
     const { doSample, temperature } = samplingOf(call);
+    const noRepeatNgramSize = o.noRepeatNgramSize ?? shipped.noRepeatNgramSize ?? 0;
+    const minNewTokens = minNewTokensOf(promptTokens, o);
+    // transformers' _validate_generated_length warns of it too ("Unfeasible length constraints"): the budget ends the generation first
+    if (minNewTokens > maxTokens) warn(`text-generation: ${label} holds EOS back for ${minNewTokens} new tokens (minNewTokens, minLength), more than the ${maxTokens} it may generate (${b.from}): the generation stops at ${maxTokens}`);
     return {
       maxTokens,
+      // transformers' logits processors, before its warpers: no_repeat_ngram_size's bans and min_new_tokens' EOS ban
+      ...(noRepeatNgramSize > 0 ? { noRepeatNgramSize } : {}),
+      ...(minNewTokens > 0 ? { minNewTokens } : {}),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
         ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
@@ -200,14 +232,14 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       const promptTokens = ids.length > 0 ? ids.length : 1;
       const maxTokens = tokensFor(promptTokens, b, label);
       checkRoom(promptTokens, maxTokens, b, label);
-      const { completion } = await model.generate(prompt, generateOptions(maxTokens, o, call));
+      const { completion } = await model.generate(prompt, generateOptions(promptTokens, maxTokens, b, o, call, label));
       return [{ generated_text: (o.returnFullText ?? true) ? input + completion : completion }];
     }
     const formatter = model.chatFormatter(o.chatTemplate);
     const promptTokens = formatter.encode([...input]).length;
     const maxTokens = tokensFor(promptTokens, b, label);
     checkRoom(promptTokens, maxTokens, b, label);
-    const { completion: reply } = await model.chat(input, { ...generateOptions(maxTokens, o, call), chatTemplate: o.chatTemplate });
+    const { completion: reply } = await model.chat(input, { ...generateOptions(promptTokens, maxTokens, b, o, call, label), chatTemplate: o.chatTemplate });
     const assistant: ChatMessage = { role: "assistant", content: reply };
     return [{ generated_text: (o.returnFullText ?? true) ? [...input, assistant] : reply }];
   };
