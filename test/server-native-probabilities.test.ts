@@ -198,6 +198,10 @@ describe("llama-server's probabilities and tokens on POST /completion (stories26
     const given = await post(`${s.url}/completion`, { ...body, samplers: props.default_generation_settings.params.samplers });
     assert.equal(given.status, 200, JSON.stringify(given.json));
     assert.deepEqual(given.json.tokens, (await post(`${s.url}/completion`, body)).json.tokens);
+    // a reply's generation_settings name the chain it sampled with, the request's own where it gave one (llama.cpp's letters here)
+    assert.deepEqual(given.json.generation_settings.samplers, props.default_generation_settings.params.samplers);
+    const letters = await post(`${s.url}/completion`, { ...body, samplers: "kt" });
+    assert.deepEqual(letters.json.generation_settings.samplers, ["top_k", "temperature"]);
   });
 });
 

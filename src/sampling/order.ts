@@ -43,8 +43,10 @@ const LLAMA_CPP_DEFAULT_CHAIN = ["penalties", "dry", "top_n_sigma", "top_k", "ty
  * reads the list back as the same chain.
  */
 export function llamaCppSamplerNames(order: SamplerOrder | readonly SamplerStep[] = "llama.cpp"): string[] {
-  if (order === "llama.cpp") return [...LLAMA_CPP_DEFAULT_CHAIN];
   const steps: readonly SamplerStep[] = typeof order === "string" ? ["penalties", ...SAMPLER_ORDERS[order]] : order;
+  // (the default chain's steps, given by name as GET /props lists them, are that chain again)
+  const asDefault = ["penalties", ...SAMPLER_ORDERS["llama.cpp"]];
+  if (steps.length === asDefault.length && steps.every((s, i) => s === asDefault[i])) return [...LLAMA_CPP_DEFAULT_CHAIN];
   const nameOf = (step: SamplerStep) => Object.keys(LLAMA_CPP_SAMPLERS).find((n) => LLAMA_CPP_SAMPLERS[n]!.step === step)!;
   return steps.map(nameOf);
 }

@@ -1,4 +1,5 @@
 import type { Choice, GenerateOptions, GenerationResult, TokenLogprob } from "../generation/index.js";
+import { llamaCppSamplerNames } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { timingsOf, type ChatLogprobEntry } from "./openai.js";
 import { defined } from "./params.js";
@@ -73,6 +74,8 @@ function settingsOf(req: NativeRequest): Record<string, unknown> {
   return defined({
     n_predict: o.maxTokens ?? -1, seed: o.seed, temperature: o.temperature, top_k: o.topK, top_p: o.topP, min_p: o.minP,
     stop, stream: req.stream, n_probs: req.logprobs ?? 0, post_sampling_probs: req.postSampling,
+    // (the chain the request sampled with, by llama.cpp's names, as GET /props lists the default one)
+    samplers: llamaCppSamplerNames(o.samplerOrder),
   });
 }
 
