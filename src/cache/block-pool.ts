@@ -226,6 +226,11 @@ export class KVBlockPool {
     return this.free.length + this.idle.size;
   }
 
+  /** blocks `take` can hand out within the memory limit: free ones, idle cached prefixes and the growth the limit leaves */
+  get roomBlocks(): number {
+    return this.availableBlocks + Math.max(0, this.maxBlocks - this.refs.length);
+  }
+
   /** the most bytes of K and V the pool may grow to */
   get maxBytes(): number {
     return this.limit;

@@ -115,6 +115,17 @@ export class KVCache {
   }
 
   /**
+   * ensureRoom(n) where the context and the pool's memory limit leave room for it (a pass over
+   * those positions then takes nothing more); false, and nothing taken, where they do not: for a
+   * sequence that can do without the rows (a draft model's, whose request then decodes without it)
+   */
+  tryReserve(n: number): boolean {
+    if (this.len + n > this.capacity || this.blocksToExtend(n) > this.pool.roomBlocks) return false;
+    this.ensureRoom(n);
+    return true;
+  }
+
+  /**
    * Blocks ensureRoom(n) takes from the pool, at most: the free slots of its last block count only
    * where it holds that block alone (a fork sharing it may claim them first)
    */

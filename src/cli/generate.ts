@@ -633,7 +633,8 @@ export function refuseForeignDraft(model: Model, draft: Model, file: string): vo
  * leaves of the free memory (memoryBeside: measured now, less what its KV pool may still grow
  * into; a given figure, less all of the model's plan). The draft's own engine gets a pool of one
  * block, never used: a speculative request's draft cache comes from the pool the model's engine
- * keeps for the draft, its rows counted in the model's budget (Engine.draftCache). generate's
+ * keeps for the draft, of the planned size (Engine.planDraftCache; a request it has no room for
+ * decodes without drafting), its rows counted in the model's budget (Engine.draftCache). generate's
  * model was planned with the draft beside it (loadModelForOneRequest), so its pool left this room.
  * (`draftTokens`: the tokens a round proposes, which the draft cache holds past the context).
  * Loaded at the model's context, one sequence;
@@ -661,6 +662,8 @@ export async function loadDraftBeside(model: Model, file: string, options: LoadM
     return loadRefusalInFlagWords(e);
   });
   refuseForeignDraft(model, draft, file);
+  // its draft pool the size this plan counts (planDraft), which concurrent requests never grow
+  model.engine.planDraftCache(draft.languageModel, draftTokens);
   return draft;
 }
 

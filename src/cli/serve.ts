@@ -93,7 +93,7 @@ Options:
                         logprobs drafts with it. Greedy replies are the model's own, token for token; sampled
                         ones keep its distribution (the rejection rule). Each request's draft cache counts in
                         --kv-memory (one that fits only without it runs without drafting). A request's
-                        "speculative.n_max" sets its draft length (0: no draft)
+                        "speculative.n_max" sets its draft length (at most --draft-tokens; 0: no draft)
   --draft-tokens N      tokens the draft proposes per round (default 8; llama-server's spec-draft-n-max and
                         draft-max spellings of it work too, as -md and model-draft do for --draft-model)
   --draft-quantize Q    quantize the draft model while loading, as --quantize (e.g. a q4_0 copy of --model)

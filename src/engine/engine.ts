@@ -8,7 +8,7 @@ import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Gramma
 import type { Tokenizer } from "../tokenizer/index.js";
 import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, defaultDraftTokens, type RequestLimits } from "./request-checks.js";
+import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, defaultDraftTokens, draftPoolPositions, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
@@ -103,10 +103,19 @@ export interface EngineStats {
   /** tokens the KV pool holds */
   readonly kvCapacityTokens: number;
   /**
-   * bytes the draft models' KV pools hold, beside the pool: each at most kvCacheBytes, kept for
-   * the next speculative requests (see draftCache)
+   * bytes the draft models' KV pools hold, beside the pool: each its planned size (a context and a
+   * round's proposal, planDraftCache; kvCacheBytes where less), allocated by the first request
+   * drafting with the model, or without a plan at most kvCacheBytes; kept for the next speculative
+   * requests (see draftCache)
    */
   readonly draftKvBytes: number;
+  /** of those pools' blocks, the most that requests' draft caches held at once (each pool's peak, summed) */
+  readonly draftKvPeakBytes: number;
+  /**
+   * speculative requests that went on without drafting (plain decoding, the same tokens when
+   * greedy) because the draft model's pool had no room for a round: concurrent requests held it
+   */
+  readonly draftFallbacks: number;
 }
 
 const GiB = 2 ** 30;
@@ -132,6 +141,9 @@ export class Engine {
   private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
   /** the draft pools, for stats (weakly: a pool lives as long as its draft model) */
   private readonly draftPoolRefs: WeakRef<KVBlockPool>[] = [];
+  /** per draft model, the tokens a round proposes that its pool is planned for (planDraftCache) */
+  private readonly draftPlans = new WeakMap<LanguageModel, number>();
+  private draftFallbacks = 0;
   /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
@@ -242,7 +254,25 @@ export class Engine {
       draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed,
       draftTokensProposed: this.draftTokensProposed, draftTokensAccepted: this.draftTokensAccepted, draftRounds: this.draftRounds, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
+      draftKvPeakBytes: this.draftPoolRefs.reduce((sum, r) => {
+        const p = r.deref();
+        return sum + (p ? p.stats.peakBlocksInUse * (p.byteLength / p.blockCount) : 0);
+      }, 0),
+      draftFallbacks: this.draftFallbacks,
     };
+  }
+
+  /**
+   * The size of `draft`'s KV pool, as the memory plan reserved it beside this engine's (planDraft):
+   * one context and a round of `draftTokens` proposed tokens, in whole blocks (draftPoolPositions),
+   * or kvCacheBytes where less. Concurrent speculative requests share that pool and never grow it:
+   * one it has no room for decodes without drafting. Without a plan (a library caller's draft
+   * model) the pool grows with the requests up to kvCacheBytes, which admission keeps their draft
+   * rows within; a pool already made keeps its size.
+   */
+  planDraftCache(draft: LanguageModel, draftTokens: number): void {
+    if (!Number.isInteger(draftTokens) || draftTokens < 1) throw new OptionError(`draftTokens must be an integer >= 1, got ${shownValue(draftTokens)}`, "draftTokens");
+    this.draftPlans.set(draft, draftTokens);
   }
 
   /**
@@ -630,6 +660,7 @@ export class Engine {
           const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
             maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
+            onDraftFull: () => void this.draftFallbacks++,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
         }, draftTokens, room, makeSequence, draftPoolBlocks, draft);
@@ -644,17 +675,30 @@ export class Engine {
    * row held 3.8 GB of a draft's caches (docs/engine.md).
    */
   private draftCache(draft: LanguageModel, positions: number): KVCache {
-    const pool = this.draftPools.get(draft);
+    let pool = this.draftPools.get(draft);
     if (!pool) {
-      const cache = draft.createCache(positions);
-      // admission keeps the draft rows in use within kvCacheBytes; the cap keeps the pool's growth there too (docs/engine.md).
       // It is kept, not dropped when idle: a dropped pool's memory comes back only when the garbage
       // collector finalizes its arrays (the wasm arena's blocks), which requests one at a time outran
-      cache.pool.limitBytes(this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken);
-      this.draftPools.set(draft, cache.pool);
-      this.draftPoolRefs.push(new WeakRef(cache.pool));
+      const budget = this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken;
+      const planned = this.draftPlans.get(draft);
+      if (planned === undefined) {
+        // made for the first request, it grows (doubling) as requests need, up to kvCacheBytes, as
+        // admission keeps the draft rows in use within kvCacheBytes too (docs/engine.md)
+        pool = draft.createCache(positions).pool;
+        pool.limitBytes(budget);
+      } else {
+        // the planned size (planDraftCache), all of it now and never more: capped only at
+        // kvCacheBytes, concurrent requests grew it to the whole budget beside the target's pool,
+        // past the draft cache the memory plan counts (docs/engine.md). Allocated whole, it leaves
+        // no outgrown arrays behind (a wasm memory keeps them); within kvCacheBytes as before
+        const blockBytes = kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
+        const blocks = Math.max(1, Math.min(draftPoolPositions(this.contextSize, planned, DEFAULT_BLOCK_SIZE) / DEFAULT_BLOCK_SIZE, Math.floor(budget / blockBytes)));
+        pool = draft.createCache(blocks * DEFAULT_BLOCK_SIZE).pool;
+        pool.limitBytes(pool.byteLength);
+      }
+      this.draftPools.set(draft, pool);
+      this.draftPoolRefs.push(new WeakRef(pool));
       for (let i = this.draftPoolRefs.length - 1; i >= 0; i--) if (!this.draftPoolRefs[i]!.deref()) this.draftPoolRefs.splice(i, 1);
-      return cache;
     }
     const i = draft.info;
     return new KVCache(i.blockCount, i.headCountKv, i.headDim, positions, pool);

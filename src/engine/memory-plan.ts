@@ -3,10 +3,10 @@ import type { SourceTensorInfo } from "../formats/index.js";
 import { byteLengthAs, loadedType } from "../models/index.js";
 import { envVar, freeMemoryBytes } from "../platform/host.js";
 import { quantizationType, typeName, type Quantization } from "../tensor/index.js";
-import { speculativePositions } from "../generation/index.js";
 import { formatBytes } from "../units/index.js";
 import type { KVCacheTypes } from "../kernels/index.js";
 import { DEFAULT_MAX_SEQUENCES, defaultKvBlocks } from "./engine.js";
+import { draftPoolPositions } from "./request-checks.js";
 
 /**
  * Memory planning before a model is loaded: its weights as they will be kept (after the load
@@ -149,15 +149,16 @@ export function memoryBeside(loaded: LoadedMemory, given?: number): { free: numb
 
 /**
  * The plan of a draft model beside its target at the target's context (`r`): its weights,
- * scratch, and the KV cache its speculative requests draft in, the engine's draft pool, made for
- * the first request's positions: its context and a round's proposal of `draftTokens` past its
- * current token (speculativePositions: context + draftTokens + 1, in whole blocks; one block past
- * the context under-counted a --draft-tokens of 16 or more).
+ * scratch, and the KV cache its speculative requests draft in, the engine's draft pool: its
+ * context and a round's proposal of `draftTokens` past its current token (draftPoolPositions:
+ * context + draftTokens + 1, in whole blocks; one block past the context under-counted a
+ * --draft-tokens of 16 or more). The engine holds that pool to this size, however many requests
+ * draft at once (Engine.planDraftCache; a request it has no room for decodes without drafting).
  * Its own engine's pool is never used (loadDraftBeside) and counts nothing.
  */
 export function planDraft(r: PlanRequest, draftTokens: number): MemoryPlan {
   const p = planMemory({ ...r, kvCacheBytes: undefined });
-  const tokens = Math.ceil(speculativePositions(0, r.contextSize, draftTokens) / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE;
+  const tokens = draftPoolPositions(r.contextSize, draftTokens, DEFAULT_BLOCK_SIZE);
   const bytes = tokens * kvBytesPerToken(r.shape, r.kvCacheTypes);
   return { ...p, kvCacheBytes: bytes, kvTokens: tokens, totalBytes: p.totalBytes - p.kvCacheBytes + bytes };
 }

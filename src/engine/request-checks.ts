@@ -86,6 +86,15 @@ export function defaultDraftTokens(draft: boolean): number {
 }
 
 /**
+ * The positions a draft model's KV pool holds beside the target's (the memory plan's draft cache,
+ * planDraft, and the engine's cap on that pool, Engine.draftCache): one context and a round's
+ * proposal of `draftTokens` past its current token (speculativePositions), in whole blocks
+ */
+export function draftPoolPositions(contextSize: number, draftTokens: number, blockSize: number): number {
+  return Math.ceil(speculativePositions(0, contextSize, draftTokens) / blockSize) * blockSize;
+}
+
+/**
  * the blocks n choices add beyond the first choice's: each further one extends past the prompt by
  * its `room` (maxTokens, within the context: a choice stops at the context's end as one choice
  * does), starting mid-block; a choice may take the prompt's next free slot first

@@ -24,7 +24,9 @@
  * Cache bookkeeping: `seq` is prompt + accepted output; `cur` is the newest token, chosen but
  * not yet run through the target. The target cache always holds seq minus cur; rejected draft
  * rows are dropped with truncate(). The draft cache holds some prefix of seq and catches up
- * before drafting.
+ * before drafting; a round reserves the draft rows it may write first, and where the draft's pool
+ * has no room for them (its size is planned, and concurrent requests share it) the run drops its
+ * draft cache and proposes nothing from then on: plain decoding, one token a target pass.
  */
 import type { KVCache } from "../cache/index.js";
 import type { LanguageModel } from "../models/index.js";
@@ -73,6 +75,12 @@ export interface SpeculativeOptions {
    * memory comes back when release() frees it, not when the garbage collector finds it.
    */
   draftCache?: (positions: number) => KVCache;
+  /**
+   * called once when the draft cache's pool has no room for a round's rows (a pool of a planned
+   * size, shared by concurrent requests): the run gives its draft rows back and goes on without
+   * drafting, as plain decoding, and its output is the same (greedy: token for token)
+   */
+  onDraftFull?: () => void;
   /** longest n-gram prompt lookup matches (default 3) */
   promptLookup?: number;
   /** the target's greedy choice for a logits row given the history (prompt + output so far) */
@@ -226,6 +234,8 @@ export class SpeculativeDecoder {
   /** with sampling, qs[i] is the draft distribution proposal[i] was drawn from (undefined: one-hot) */
   private qs: (Float64Array | undefined)[] = [];
   private kept = 0;
+  /** the draft's pool had no room for a round: no more drafting (the draft cache given back) */
+  private draftDropped = false;
 
   constructor(private readonly vocabSize: number, promptTokens: readonly number[], private readonly o: SpeculativeOptions) {
     validateSpeculative(o);
@@ -263,7 +273,12 @@ export class SpeculativeDecoder {
    * to k + 1 tokens to seq, propose catches the draft up on seq and runs k - 1 proposed tokens
    */
   get draftLengthAfterRound(): number {
-    return Math.min(this.seq.length + 2 * this.k, this.capacity);
+    return this.draftDropped ? 0 : Math.min(this.seq.length + 2 * this.k, this.capacity);
+  }
+
+  /** whether the run went on without its draft model (its pool had no room for a round) */
+  get droppedDraft(): boolean {
+    return this.draftDropped;
   }
 
   /** tokens proposed per round at most */
@@ -296,7 +311,16 @@ export class SpeculativeDecoder {
     this.qs = [];
     // the proposal keeps to the constraint too: a fork of the parse walks ahead with it
     const parse = this.o.constraint?.fork();
-    if (this.o.draft && this.dCache) {
+    // the round's draft rows, reserved before any pass: the draft catches up on seq and runs
+    // room - 1 proposed tokens (the last proposed one is never run through it)
+    if (this.o.draft && this.dCache && !this.draftDropped && !this.dCache.tryReserve(seq.length + room - 1 - this.dCache.length)) {
+      this.draftDropped = true;
+      this.dCache.free();
+      this.o.onDraftFull?.();
+    }
+    if (this.o.draft && this.dCache && this.draftDropped) {
+      this.proposal = [];
+    } else if (this.o.draft && this.dCache) {
       const proposal: number[] = [];
       let dl = yield { tokens: seq.slice(this.dCache.length), cache: this.dCache };
       for (let i = 0; i < room; i++) {
@@ -315,6 +339,8 @@ export class SpeculativeDecoder {
         parse?.accept(t);
         if (i + 1 < room) dl = yield { tokens: [t], cache: this.dCache };
       }
+      // rows reserved for a proposal cut short (an end token, the constraint) go back
+      this.dCache.truncate(this.dCache.length);
       this.proposal = proposal;
     } else {
       const looked = lookupDraft(seq, this.ngram, room);

@@ -266,8 +266,8 @@ function contextShiftOf(body: Body, prompts: readonly number[][], maxTokens: num
 /**
  * The server's draft model for a request that can draft with it: one choice (n and best_of 1),
  * no logprobs of its tokens or its prompt's, a token to generate. llama-server's
- * `speculative.n_max` (a flat key, as its requests give it) sets the tokens proposed a round, 0
- * none; its `speculative.n_min` and `speculative.p_min` are not taken: the draft proposes n_max
+ * `speculative.n_max` (a flat key, as its requests give it) sets the tokens proposed a round, at
+ * most the server's draftTokens, 0 none; its `speculative.n_min` and `speculative.p_min` are not taken: the draft proposes n_max
  * tokens a round, cut short only by the reply's end. Speculation changes no answer (greedy tokens
  * are the model's own, sampled ones follow the rejection rule), only how fast it comes
  */
@@ -277,9 +277,11 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   const draft = ctx.draft;
   if (!draft || nMax === 0 || (options.n ?? 1) > 1 || options.logprobs !== undefined || options.promptLogprobs !== undefined || !options.maxTokens) return;
   options.draftModel = draft.model;
-  // (a round proposes at most the tokens left to generate: a larger n_max would only reserve KV blocks no proposal fills)
-  const tokens = nMax ?? draft.tokens;
-  if (tokens !== undefined) options.draftTokens = Math.min(tokens, options.maxTokens);
+  // n_max at most the server's draft tokens, which the draft's KV pool is planned for (a larger one
+  // would take more of it than the plan counts a request; llama-server's params_from_json keeps it
+  // only >= 0, its slot's draft batch sized by the server's draft max), and at most the tokens left
+  // to generate: a larger one would only reserve KV blocks no proposal fills
+  options.draftTokens = Math.min(nMax ?? draft.tokens, draft.tokens, options.maxTokens);
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */

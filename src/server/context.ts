@@ -20,8 +20,8 @@ export interface ServeContext {
   readonly settings: SettingNames;
   /** chat templates' extra variables for every request (ServeOptions.chatTemplateKwargs), under each request's chat_template_kwargs */
   readonly templateKwargs: Readonly<Record<string, unknown>>;
-  /** the draft model the requests that can draft with (ServeOptions.draftModel), and the tokens it proposes a round (undefined: the engine's default) */
-  readonly draft?: { readonly model: Model; readonly tokens: number | undefined };
+  /** the draft model the requests that can draft with (ServeOptions.draftModel), and the most tokens it proposes a round (draftTokens or the engine's default), which its KV pool is planned for */
+  readonly draft?: { readonly model: Model; readonly tokens: number };
   /** the chat template, the model's "tool_use" one for a request with tools where it has one (throws a 400 when the model has none to use) */
   formatter(tools?: boolean): ChatFormatter;
   /** throws a 429 (queue full) when generations of these widths (n choices count n) would make more than maxQueue wait for a free sequence */

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { basename } from "node:path";
 import { ChatTemplateError, NoChatTemplateError, type ChatFormatter, type ChatTemplateSource } from "../chat/index.js";
-import { exclusive } from "../engine/index.js";
+import { defaultDraftTokens, exclusive } from "../engine/index.js";
 import type { Model } from "../llm.js";
 import { yieldToEventLoop } from "../platform/host.js";
 import { printable } from "../units/index.js";
@@ -536,6 +536,11 @@ export class OpenAIServer {
     return parseJsonObject(await readBody(req, this.bodyLimit, this.bodies));
   }
 
+  /** tokens the draft model proposes a round at most (draftTokens, else the engine's default): what its KV pool is planned for */
+  private get draftTokens(): number {
+    return this.options.draftTokens ?? defaultDraftTokens(true);
+  }
+
   private get bodyLimit(): number {
     return this.options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   }
@@ -552,7 +557,7 @@ export class OpenAIServer {
     const formatters = new Map<boolean, ChatFormatter>();
     this.context = {
       model, modelId: id, modelNames: new Set([id, model.path, basename(model.path)]), metrics: this.metrics, texts: new TokenTexts(model.tokenizer), settings: this.settings,
-      ...(this.draft ? { draft: { model: this.draft, tokens: this.options.draftTokens } } : {}),
+      ...(this.draft ? { draft: { model: this.draft, tokens: this.draftTokens } } : {}),
       templateKwargs: { ...this.options.chatTemplateKwargs },
       formatter: (tools = false) => {
         try {
@@ -750,7 +755,7 @@ export class OpenAIServer {
   }
 
   private renderMetrics(res: ServerResponse): Promise<void> {
-    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, draftTokensProposed: 0, draftTokensAccepted: 0, draftRounds: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0 };
+    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, draftTokensProposed: 0, draftTokensAccepted: 0, draftRounds: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0, draftKvPeakBytes: 0, draftFallbacks: 0 };
     return sendText(res, 200, this.metrics.render(stats, { draining: this.draining, bodyBytesHeld: this.bodies.held }), "text/plain; version=0.0.4; charset=utf-8", this.writeTimeoutMs);
   }
 
