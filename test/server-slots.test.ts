@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startServer } from "../src/server/index.js";
-import { post, serveStories, skipStories, until } from "./helpers/serve.js";
+import { post, serveStories, skipStories, spawnServe, until } from "./helpers/serve.js";
 
 /*
  * llama-server's n_keep and n_discard (tools/server: server-schema.cpp's hard limits, -1..INT32_MAX
@@ -217,4 +217,16 @@ describe("GET /slots, POST /slots/{id_slot} on stories260K", { skip: skipStories
       await keyed.close(1000);
     }
   });
+});
+
+test("tsllm serve --no-slots: GET /slots is the 501 naming the flag", { skip: skipStories }, async () => {
+  const s = await spawnServe(["--no-slots"]);
+  try {
+    const r = await fetch(`${s.url}/slots`);
+    assert.equal(r.status, 501);
+    assert.equal(((await r.json()) as any).error.message, "This server does not support slots endpoint: it was started with --no-slots");
+  } finally {
+    s.child.kill("SIGTERM");
+    assert.equal(await s.exited, 0, s.stderr());
+  }
 });
