@@ -3,7 +3,7 @@ import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, 
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
-  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, validateTokenBans, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs, type Timings,
+  cancelOnEarlyExit, checkGenerateOptions, computeTimings, constraintOf, lineLimitsOf, samplingOptionsOf, usesStrategy, validateChoices, validateTokenBans, warmUpForward, type Choice, type GenerateOptions, type GenerationResult, type GenerationStep, type PromptLogprobs, type Timings,
 } from "./generation/index.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvBytesPerToken } from "./cache/index.js";
 import type { Backend } from "./kernels/backend.js";
@@ -283,6 +283,7 @@ export class Model {
     const promptTokens = this.encode(prompt, options);
     const sampling = samplingOptionsOf(options);
     const constraint = constraintOf(options);
+    const lineLimits = lineLimitsOf(options);
     const request = this.engine.submit({
       // -1 asks for a random seed, as llama.cpp's LLAMA_DEFAULT_SEED does
       promptTokens, decoding: decodingOf(options, n), sampling: { ...sampling, seed: sampling.seed === undefined || sampling.seed === RANDOM_SEED ? randomSeed() : sampling.seed }, maxTokens: options.maxTokens ?? DEFAULT_MAX_TOKENS,
@@ -292,6 +293,7 @@ export class Model {
       ...(options.promptLogprobs !== undefined ? { promptLogprobs: options.promptLogprobs } : {}),
       ...(constraint ? { constraint } : {}),
       ...(options.preservedTokens?.length ? { preservedTokens: options.preservedTokens } : {}),
+      ...(lineLimits ? { lineLimits } : {}),
     });
     return {
       events: () => request[Symbol.asyncIterator](),

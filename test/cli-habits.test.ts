@@ -663,7 +663,7 @@ test("--samplers / --sampling-seq set the sampler chain as llama.cpp's (a sample
   const model = ["generate", "--model", sharedFile(MODEL)!, "--prompt", "Once"];
   for (const [args, message] of [
     [["--sampling-seq", "kq"], `tsllm: error: --sampling-seq: "q" names no sampler; expected letters of edskypmxtia\n`],
-    [["--samplers", "top_k;infill"], `tsllm: error: --samplers: "infill" (infill) is a sampler this library does not implement; leave it out\n`],
+    [["--samplers", "top_k;adaptive_p"], `tsllm: error: --samplers: "adaptive_p" (adaptive_p) is a sampler this library does not implement; leave it out\n`],
     [["--samplers", "top_k", "--sampling-seq", "k"], "tsllm: error: --samplers and --sampling-seq both set the sampler chain; give one\n"],
   ] as const) {
     const r = tsllm([...model, ...args]);

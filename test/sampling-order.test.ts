@@ -143,7 +143,10 @@ test("samplerStepsFromLlamaCpp: llama.cpp's names and letters; samplers this lib
   assert.deepEqual(samplerStepsFromLlamaCpp(["TOPK", "typ-p", "typ", "minp", "top-n-sigma"], "x"), ["topK", "typicalP", "typicalP", "minP"]);
   assert.throws(() => samplerStepsFromLlamaCpp("kq", "--sampling-seq"), (e: unknown) => e instanceof OptionError && e.message === `--sampling-seq: "q" names no sampler; expected letters of edskypmxtia`);
   assert.throws(() => samplerStepsFromLlamaCpp(["top_k", "typical"], "--samplers"), /--samplers: "typical" names no sampler; expected llama.cpp sampler names/);
-  assert.throws(() => samplerStepsFromLlamaCpp(["infill"], "--samplers"), /--samplers: "infill" \(infill\) is a sampler this library does not implement/);
+  assert.throws(() => samplerStepsFromLlamaCpp(["adaptive_p"], "--samplers"), /--samplers: "adaptive_p" \(adaptive_p\) is a sampler this library does not implement/);
+  // llama.cpp's infill sampler is a step of the chain (infill.ts)
+  assert.deepEqual(samplerStepsFromLlamaCpp(["top_k", "top_p", "infill"], "samplers"), ["topK", "topP", "infill"]);
+  assert.deepEqual(samplerStepsFromLlamaCpp("kpi", "samplers"), ["topK", "topP", "infill"]);
   assert.throws(() => samplerStepsFromLlamaCpp("ka", "samplers"), /"a" \(adaptive_p\) is a sampler this library does not implement/);
 });
 
@@ -152,7 +155,7 @@ test("samplerOrder: anything but \"llama.cpp\", \"transformers\" or a list of st
     assert.throws(() => resolveSamplingOptions({ samplerOrder: bad as never }), (e: unknown) => {
       assert.ok(e instanceof OptionError);
       assert.equal(e.option, "samplerOrder");
-      assert.equal(e.message, `sampling option samplerOrder = ${typeof bad === "string" ? JSON.stringify(bad) : String(bad)}: expected "llama.cpp" or "transformers", or a list of steps (penalties, temperature, topK, topP, minP, typicalP)`);
+      assert.equal(e.message, `sampling option samplerOrder = ${typeof bad === "string" ? JSON.stringify(bad) : String(bad)}: expected "llama.cpp" or "transformers", or a list of steps (penalties, temperature, topK, topP, minP, typicalP, infill)`);
       return true;
     });
   }

@@ -206,11 +206,10 @@ describe("POST /infill on starcoder2's vocabulary", { skip }, () => {
       [{ input_prefix: "", input_suffix: "", input_extra: ["x"] }, "input_extra[0]", /'input_extra\[0\]' must be an object/],
       [{ input_prefix: "", input_suffix: "", input_extra: [{ filename: "a" }] }, "input_extra[0].text", /'input_extra\[0\]\.text' must be a string/],
       [{ input_prefix: "", input_suffix: "", input_extra: [{ text: "", filename: 3 }] }, "input_extra[0].filename", /'input_extra\[0\]\.filename' must be a string/],
-      // llama.vim sends n_indent: llama-server's stop at a line indented less, which this server does not have (it was ignored)
-      [{ input_prefix: "", input_suffix: "", n_indent: 4 }, "n_indent", /^'n_indent' 4 asks for a stop rule \(a line indented less ends the reply\) this server does not implement: leave it out, or send 0 \(off\)$/],
+      [{ input_prefix: "", input_suffix: "", n_indent: "4" }, "n_indent", /^'n_indent' must be an integer in -inf\.\.inf, got "4"$/],
+      [{ input_prefix: "", input_suffix: "", t_max_predict_ms: 1.5 }, "t_max_predict_ms", /^'t_max_predict_ms' must be an integer/],
+      [{ input_prefix: "", input_suffix: "", response_fields: "content" }, "response_fields", /^'response_fields' must be a list of field paths/],
     ];
-    const off = await post(`${byText.server.url}/infill`, { input_prefix: "", input_suffix: "", n_indent: 0, n_predict: 1 });
-    assert.equal(off.status, 200, JSON.stringify(off.json));
     for (const [body, param, message] of cases) {
       const r = await post(`${byText.server.url}/infill`, body);
       assert.equal(r.status, 400, JSON.stringify(body));
@@ -218,6 +217,79 @@ describe("POST /infill on starcoder2's vocabulary", { skip }, () => {
       assert.match(r.json.error.message, message);
       assert.ok(!r.json.error.message.includes("\n"), r.json.error.message);
     }
+  });
+});
+
+describe("POST /infill with llama.vim's request: n_indent, t_max_predict_ms, the infill sampler, response_fields", { skip }, () => {
+  let dir: string;
+  let model: Model;
+  let server: OpenAIServer;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "tsllm-infill-vim-"));
+    model = await loadModel(await writeModel(dir, "m.gguf"), { threads: 1, contextSize: 512 });
+    server = await startServer(model, { port: 0 });
+  });
+  after(async () => {
+    await server?.close(1000);
+    model?.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** a GBNF grammar of exactly this text */
+  const exactly = (text: string) => `root ::= ${JSON.stringify(text)}`;
+  // the third line is indented by one space, the others by two
+  const lines = "  a\n  b\n c\n" + "  d\n".repeat(12);
+
+  test("llama.vim's own request (autoload/llama.vim's llama#fim) is answered with the fields it lists", async () => {
+    const fields = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/prompt_per_token_ms", "timings/prompt_per_second", "timings/predicted_n", "timings/predicted_ms", "timings/predicted_per_token_ms", "timings/predicted_per_second", "truncated", "tokens_cached"];
+    const r = await post(`${server.url}/infill`, {
+      input_prefix: "def add(a, b):\n", input_suffix: "\n\nprint(add(1, 2))\n", input_extra: [{ text: "import os\n", time: [1, 2], filename: "util.py" }], prompt: "    return ",
+      n_predict: 256, n_indent: 4, top_k: 40, top_p: 0.99, stream: false, samplers: ["top_k", "top_p", "infill"], cache_prompt: true, t_max_prompt_ms: 500, t_max_predict_ms: 1500,
+      response_fields: fields,
+    });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    // llama-server's json_get_nested_values: each path found, under the path itself
+    assert.deepEqual(Object.keys(r.json).sort(), [...fields].sort());
+    assert.equal(typeof r.json.content, "string");
+    assert.equal(typeof r.json["timings/predicted_n"], "number");
+    // its ring update's fields (there with n_predict 0, which this server refuses without echo): no
+    // samplers, a field that names nothing: an empty object
+    const ring = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", input_extra: [{ text: "x = 1\n", filename: "a.py" }], prompt: "", n_predict: 1, temperature: 0, stream: false, samplers: [], cache_prompt: true, t_max_prompt_ms: 1, t_max_predict_ms: 1, response_fields: [""] });
+    assert.equal(ring.status, 200, JSON.stringify(ring.json));
+    assert.deepEqual(ring.json, {});
+    // without response_fields the whole summary, as before
+    const whole = await post(`${server.url}/completion`, { prompt: "a", n_predict: 1, response_fields: [] });
+    assert.equal(whole.json.stop, true);
+    assert.equal(typeof whole.json.generation_settings, "object");
+  });
+
+  test("n_indent: the reply ends at the first new line indented less, cut before that line's text (stop_type limit)", async () => {
+    const all = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", n_predict: 200, temperature: 0, grammar: exactly(lines) });
+    assert.equal(all.status, 200, JSON.stringify(all.json));
+    assert.equal(all.json.content, lines);
+    // llama-server's process_token: the line " c" has 1 space before its text, under n_indent 2: the text is erased from "c" on
+    const r = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", n_predict: 200, temperature: 0, grammar: exactly(lines), n_indent: 2 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    assert.equal(r.json.content, "  a\n  b\n ");
+    assert.equal(r.json.stop_type, "limit");
+    assert.ok(r.json.tokens_predicted < all.json.tokens_predicted, JSON.stringify([r.json.tokens_predicted, all.json.tokens_predicted]));
+    // n_indent 1: every line qualifies
+    const one = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", n_predict: 200, temperature: 0, grammar: exactly(lines), n_indent: 1 });
+    assert.equal(one.json.content, lines);
+    // the OpenAI route: a limit is finish_reason "length"
+    const oai = await post(`${server.url}/v1/completions`, { prompt: "x", max_tokens: 200, temperature: 0, grammar: exactly(lines), n_indent: 2 });
+    assert.equal(oai.status, 200, JSON.stringify(oai.json));
+    assert.deepEqual([oai.json.choices[0].text, oai.json.choices[0].finish_reason], ["  a\n  b\n ", "length"]);
+  });
+
+  test("t_max_predict_ms: past the time, a token with a new line ends the reply (stop_type limit), that line kept", async () => {
+    const text = "line\n".repeat(40);
+    const r = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", n_predict: 400, temperature: 0, grammar: exactly(text), t_max_predict_ms: 1 });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const content: string = r.json.content;
+    assert.equal(r.json.stop_type, "limit");
+    assert.equal(r.json.has_new_line, true);
+    assert.ok(content.includes("\n") && content.length < text.length && text.startsWith(content), JSON.stringify(content));
   });
 });
 

@@ -234,7 +234,6 @@ describe("request parameters on stories260K", { skip }, () => {
       [{ xtc_probability: 0.5 }, "xtc_probability", /'xtc_probability' 0\.5/],
       [{ dynatemp_range: 0.5 }, "dynatemp_range", /'dynatemp_range' 0\.5/],
       [{ top_n_sigma: 1 }, "top_n_sigma", /send -1 \(or any value at or below 0\) \(off\)$/],
-      [{ t_max_predict_ms: 500 }, "t_max_predict_ms", /'t_max_predict_ms' 500 asks for a time limit this server does not implement/],
       [{ modalities: ["text", "audio"] }, "modalities", /'modalities' may hold only "text": this server answers text, not "audio"$/],
       [{ web_search_options: {} }, "web_search_options", /'web_search_options' is not supported by this server$/],
       // llama-server's per-request LoRA scales: no adapter is loaded, so every id is unknown (its parse_lora_request: "invalid adapter id")
@@ -690,7 +689,7 @@ describe("participant names on stories260K", { skip: skip || skipWithoutJinja2 }
     assert.equal(await text({ temperature: 0, samplers: "edskypmxt" }), greedy);
     for (const [extra, param, re] of [
       [{ samplers: "kq" }, "samplers", /^'samplers': "q" names no sampler; expected letters of edskypmxtia$/],
-      [{ samplers: ["top_k", "infill"] }, "samplers", /"infill" \(infill\) is a sampler this library does not implement/],
+      [{ samplers: ["top_k", "adaptive_p"] }, "samplers", /"adaptive_p" \(adaptive_p\) is a sampler this library does not implement/],
       [{ samplers: 3 }, "samplers", /'samplers' must be a list of sampler names or a string of sampler letters, got 3/],
       [{ samplers: "tke", repeat_penalty: 1.3 }, "samplers", /"penalties" first or left out/],
       [{ min_keep: -1 }, "min_keep", /'min_keep' must be an integer in 0\.\.inf, got -1/],

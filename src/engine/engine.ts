@@ -3,7 +3,7 @@ import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlock
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
 import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, validateTokenBans, type StopRules } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
-import { createSampler, Mt19937, resolveSamplingOptions } from "../sampling/index.js";
+import { createSampler, infillVocabulary, Mt19937, resolveSamplingOptions, type InfillVocabulary } from "../sampling/index.js";
 import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { completionDecoder, completionText } from "./completion-text.js";
@@ -654,7 +654,7 @@ export class Engine {
           // temperature > 0: speculative sampling (rejection rule) over the sampler's processed
           // distributions, the draft with the same processors, all draws from one stream seeded like the sampler
           const sampling = sampler.options.temperature > 0 ? {
-            target: sampler.distribution, draft: createSampler(sampler.options).distribution, rng: new Mt19937(sampler.options.seed),
+            target: sampler.distribution, draft: createSampler(sampler.options, this.infillVocabulary).distribution, rng: new Mt19937(sampler.options.seed),
           } : undefined;
           // a constraint: the decoder keeps its own parse (the output sequence's is not used)
           const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), params.ignoreEos ? new Set<number>() : endIds) : undefined;
@@ -741,10 +741,17 @@ export class Engine {
     return this.scheduler;
   }
 
+  /** the vocabulary as llama.cpp's infill sampler reads it (its pieces looked up once, for every request) */
+  private get infillVocabulary(): InfillVocabulary {
+    return (this.infillPieces ??= infillVocabulary(this.tokenizer));
+  }
+
+  private infillPieces: InfillVocabulary | undefined;
+
   /** the output sequence of a choice: its sampler (seed + choice), stop strings, streaming decoder, constraint */
   private newSequence(p: RequestParams, choice: number, grammar: Grammar | undefined): Sequence {
-    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs, logprobsAfterSampling: p.logprobsAfterSampling ?? false };
-    const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 });
+    const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs, logprobsAfterSampling: p.logprobsAfterSampling ?? false, ...(p.lineLimits ? { lineLimits: p.lineLimits } : {}) };
+    const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 }, this.infillVocabulary);
     const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
     const bans = p.decoding.kind === "sample" ? { noRepeatNgramSize: p.decoding.noRepeatNgramSize, minNewTokens: p.decoding.minNewTokens } : {};
     return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint, bans);

@@ -1,5 +1,5 @@
 import type { ConstraintSpec } from "../sampling/constraints/index.js";
-import type { FinishReason, GenerationResult, GenerationStep, PromptLogprobs, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, GenerationStep, LineLimits, PromptLogprobs, TokenLogprob } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
 import type { RunningSequence } from "./running-sequence.js";
@@ -49,6 +49,8 @@ export interface RequestParams {
    * preserved tokens); other special tokens stay out of constrained output and its text
    */
   readonly preservedTokens?: readonly string[];
+  /** llama-server's n_indent and t_max_predict_ms: a completion's lines that end it */
+  readonly lineLimits?: LineLimits;
 }
 
 /** what happened to one choice, told apart by `type`: a step (a token and its text, or its end step), or its end */

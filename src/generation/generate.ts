@@ -101,6 +101,18 @@ export interface GenerateOptions extends SamplingOptions {
   preservedTokens?: readonly string[];
   /** independent completions sharing one prefill (default 1); choice i samples with seed + i (see choices.ts) */
   n?: number;
+  /**
+   * a new line indented by fewer spaces and tabs than this ends the completion (finish reason
+   * "length"), the text from that line's first other character on cut: llama-server's n_indent
+   * (see line-limits.ts); default 0: none
+   */
+  minLineIndent?: number;
+  /**
+   * once this many milliseconds have passed since the first token, the next token whose text
+   * holds a new line ends the completion (finish reason "length"): llama-server's
+   * t_max_predict_ms; default 0: none
+   */
+  newLineAfterMs?: number;
 }
 
 /**
@@ -156,7 +168,7 @@ export type FinishReason = "stop" | "length" | "abort";
  * "stop" under a constraint, that no token could follow (the grammar complete and the end token
  * not allowed, or no token of the vocabulary spells what the grammar needs)
  */
-export type FinishDetail = `maxTokens (${number}) reached` | `context full (${number} tokens)` | "grammar complete" | "no token continues the grammar";
+export type FinishDetail = `maxTokens (${number}) reached` | `context full (${number} tokens)` | "grammar complete" | "no token continues the grammar" | `line indented less than ${number}` | `new line after ${number} ms`;
 
 export interface GenerationResult {
   prompt: string;
@@ -215,7 +227,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
   numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, draftModel: true, draftTokens: true,
-  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true,
+  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true,
 };
 
 const OPTION_NAMES: readonly string[] = [...Object.keys(GENERATION_OPTIONS), ...SAMPLING_OPTION_NAMES];

@@ -3,6 +3,7 @@ import type { TokenConstraint } from "../sampling/constraints/index.js";
 import type { StreamDecoder } from "../tokenizer/index.js";
 import { bannedNgramTokens } from "./beam.js";
 import { sampledLogprobs, tokenLogprobs, type TokenLogprob } from "./logprobs.js";
+import { LineWatch, type LineLimitHit, type LineLimits } from "./line-limits.js";
 import type { StopMatcher } from "./stop-strings.js";
 import type { EndToken, FinishDetail, FinishReason, GenerationStep, TokenStep } from "./generate.js";
 
@@ -16,6 +17,8 @@ export interface StopRules {
   readonly ignoreEos: boolean;
   /** report the top `topLogprobs` alternatives of each token (undefined: no logprobs) */
   readonly topLogprobs: number | undefined;
+  /** llama-server's n_indent and t_max_predict_ms (none: no limit on the lines) */
+  readonly lineLimits?: LineLimits;
   /** the logprobs are those of the distribution the sampler drew from (llama-server's post_sampling_probs), not the model's */
   readonly logprobsAfterSampling?: boolean;
 }
@@ -54,6 +57,7 @@ export class Sequence {
   /** when the first token was sampled and when the sequence ended (performance.now()) */
   firstTokenAt = 0;
   endedAt = 0;
+  private readonly lineWatch: LineWatch | undefined;
 
   constructor(
     promptTokens: readonly number[],
@@ -68,6 +72,7 @@ export class Sequence {
   ) {
     this.tokens = [...promptTokens];
     this.logprobs = rules.topLogprobs === undefined ? undefined : [];
+    this.lineWatch = rules.lineLimits && new LineWatch(rules.lineLimits);
   }
 
   get done(): boolean {
@@ -137,8 +142,23 @@ export class Sequence {
       this.logprobs.push(step.logprob);
     }
     if (stopped) return [step, ...this.finish("stop")];
+    const hit = this.lineWatch?.check(this.completion, emit, performance.now() - this.firstTokenAt);
+    if (hit) return [step, ...this.finishAtLineLimit(hit)];
     if (this.full) return [step, ...this.finish("length")];
     return [step];
+  }
+
+  /**
+   * ends the sequence at a line limit, as llama-server's STOP_TYPE_LIMIT; a cut drops the text
+   * from `cutAt` on, what is held back included (a stream has had the token's text already, as
+   * llama-server's partial results have)
+   */
+  private finishAtLineLimit(hit: LineLimitHit): GenerationStep[] {
+    const steps = this.finish("length");
+    if (this.finishReason === "length") this.finishDetail = hit.detail;
+    if (hit.cutAt === undefined) return steps;
+    this.completion = this.completion.slice(0, hit.cutAt);
+    return [];
   }
 
   private scored(token: number, logits: Float32Array | undefined): TokenLogprob {

@@ -33,3 +33,4 @@ export {
   type Candidates,
 } from "./candidates.js";
 export { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
+export { infillFilter, infillVocabulary, type InfillTokenizer, type InfillVocabulary } from "./infill.js";

@@ -38,10 +38,14 @@ export interface SamplingOptions {
   samplerOrder?: SamplerOrder | readonly SamplerStep[];
 }
 
-/** one step of a sampler chain after logit bias and penalties, named by its option */
-export type SamplerStep = "penalties" | "temperature" | "topK" | "topP" | "minP" | "typicalP";
+/**
+ * one step of a sampler chain after logit bias and penalties, named by its option; "infill" is
+ * llama.cpp's infill sampler (see infill.ts), which needs the model's vocabulary (createSampler's
+ * second argument)
+ */
+export type SamplerStep = "penalties" | "temperature" | "topK" | "topP" | "minP" | "typicalP" | "infill";
 
-const STEP_NAMES: readonly SamplerStep[] = ["penalties", "temperature", "topK", "topP", "minP", "typicalP"];
+const STEP_NAMES: readonly SamplerStep[] = ["penalties", "temperature", "topK", "topP", "minP", "typicalP", "infill"];
 
 /**
  * The orders a sampler applies temperature and the filters in (logit bias and penalties come

@@ -18,7 +18,7 @@ const LLAMA_CPP_SAMPLERS: Readonly<Record<string, { readonly letter: string; rea
   min_p: { letter: "m", step: "minP" },
   xtc: { letter: "x", lacking: "xtc_probability" },
   temperature: { letter: "t", step: "temperature" },
-  infill: { letter: "i" },
+  infill: { letter: "i", step: "infill" },
   adaptive_p: { letter: "a" },
 };
 
@@ -54,9 +54,9 @@ export function llamaCppSamplerNames(order: SamplerOrder | readonly SamplerStep[
 /**
  * The library's chain (`samplerOrder` steps) for llama.cpp's sampler names or letters. Samplers
  * this library lacks are left out where they are off, which they always are here (dry, xtc and
- * top-n-sigma have no option to turn them on: the server refuses their fields when on); infill and
- * adaptive_p act whenever listed, so they and names llama.cpp does not know (which it skips with a
- * warning) are refused with an OptionError naming `field`.
+ * top-n-sigma have no option to turn them on: the server refuses their fields when on); adaptive_p
+ * acts whenever listed, so it and names llama.cpp does not know (which it skips with a warning) are
+ * refused with an OptionError naming `field`.
  */
 export function samplerStepsFromLlamaCpp(value: string | readonly string[], field: string): SamplerStep[] {
   const letters = typeof value === "string";

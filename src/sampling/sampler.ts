@@ -1,6 +1,8 @@
 import { type Candidates, createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
 import { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
+import { infillFilter, type InfillVocabulary } from "./infill.js";
 import { applyLogitBias, applyPenalties } from "./logit-processors.js";
+import { OptionError } from "../units/index.js";
 import { resolveSamplingOptions, SAMPLER_ORDERS, type ResolvedSamplingOptions, type SamplerStep, type SamplingOptions } from "./options.js";
 import { Mt19937 } from "./rng.js";
 
@@ -35,7 +37,7 @@ export interface Sampler {
 }
 
 /** each step of a chain on the candidates, with its option's value */
-const STEPS: Record<Exclude<SamplerStep, "penalties">, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
+const STEPS: Record<Exclude<SamplerStep, "penalties" | "infill">, (c: Candidates, o: ResolvedSamplingOptions) => void> = {
   temperature: (c, o) => applyTemperature(c, o.temperature),
   // transformers' TopKLogitsWarper keeps the ties of the k-th score; llama.cpp keeps exactly k
   topK: (c, o) => topK(c, o.topK, o.samplerOrder === "transformers"),
@@ -49,8 +51,9 @@ const STEPS: Record<Exclude<SamplerStep, "penalties">, (c: Candidates, o: Resolv
  * (default llama.cpp's chain: top-k -> typical-p -> top-p -> min-p -> temperature; see
  * SAMPLER_ORDERS) -> softmax -> draw (mt19937, so a seed gives the same stream of random numbers
  * as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler per sequence.
+ * A chain with the "infill" step reads the model's `vocabulary` (infillVocabulary(tokenizer)).
  */
-export function createSampler(options: SamplingOptions = {}): Sampler {
+export function createSampler(options: SamplingOptions = {}, vocabulary?: InfillVocabulary): Sampler {
   const o = resolveSamplingOptions(options);
   const rng = new Mt19937(o.seed);
   const c = createCandidates(0);
@@ -59,6 +62,7 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
   const steps = typeof o.samplerOrder === "string" ? SAMPLER_ORDERS[o.samplerOrder] : o.samplerOrder;
   // a chain without temperature draws from the unscaled logits even at temperature 0, as llama.cpp's does
   const greedy = o.temperature <= 0 && (preset || steps.includes("temperature"));
+  if (steps.includes("infill") && vocabulary === undefined) throw new OptionError(`samplerOrder: the "infill" step needs the model's vocabulary (createSampler's second argument)`, "samplerOrder");
 
   /** every processor of the chain, leaving the survivors in `c` (greedy: the argmax, p = 1) */
   function process(logits: Float32Array, history: ArrayLike<number>): void {
@@ -69,7 +73,12 @@ export function createSampler(options: SamplingOptions = {}): Sampler {
     // a preset always applies the penalties first; a chain where it lists them (only first: see resolveOrder)
     if (preset || steps[0] === "penalties") applyPenalties(row, history, o);
     if (greedy && preset) applyTemperature(c, 0);
-    else for (const step of steps) if (step !== "penalties") STEPS[step](c, o);
+    else {
+      for (const step of steps) {
+        if (step === "infill") infillFilter(c, vocabulary!);
+        else if (step !== "penalties") STEPS[step](c, o);
+      }
+    }
     if (greedy) softmaxCandidates(c);
   }
 

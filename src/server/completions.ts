@@ -6,7 +6,7 @@ import type { GenerationRun } from "../llm.js";
 import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
-import { nativeFinal, nativePartial, nativeProbability } from "./llama-native.js";
+import { nativeFinal, nativePartial, nativeProbability, pickResponseFields, responseFieldsOf } from "./llama-native.js";
 import { finishReasonOf, joinLogprobs, timingsObject, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
@@ -45,6 +45,8 @@ interface Job {
   limitGiven: boolean;
   /** answered in llama-server's own shape (its POST /completion), not OpenAI's */
   native: boolean;
+  /** llama-server's response_fields: a native summary holds only these (paths, "timings/prompt_n") */
+  responseFields?: readonly string[];
   /** llama-server's post_sampling_probs: the logprobs are the sampled-from distribution's, answered natively as probabilities */
   postSampling: boolean;
   /** llama-server's return_tokens: a native reply lists its completion's token ids */
@@ -58,7 +60,8 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 
 /** POST /v1/chat/completions, /v1/completions and llama-server's /completion: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse, shape: ReplyShape = "openai"): Promise<void> {
-  const job = { ...(await jobOf(ctx, kind, body)), native: shape === "llama" };
+  const fields = shape === "llama" ? responseFieldsOf(body) : undefined;
+  const job = { ...(await jobOf(ctx, kind, body)), native: shape === "llama", ...(fields ? { responseFields: fields } : {}) };
   ctx.bodyRead(res);
   // a client that left while its prompt was tokenized (the close listener below comes too late
   // for it) gets nothing queued: it would otherwise run to the end for nobody
@@ -426,7 +429,8 @@ function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
     const end = c.endToken?.logprob;
     if (placed && end) placed.push({ lp: end, text: "", offset: c.completion.length });
-    return placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp, job.postSampling)) } : reply;
+    const whole = placed ? { ...reply, completion_probabilities: placed.map((p) => nativeProbability(ctx.texts.chatEntry(p), p.lp, job.postSampling)) } : reply;
+    return job.responseFields ? pickResponseFields(job.responseFields, whole) : whole;
   }));
   return ctx.send(res, replies.length === 1 ? replies[0]! : replies);
 }
@@ -576,7 +580,10 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         if (last) {
           observed = true;
           const all = await results(ctx, runs);
-          for (const [i, r] of all.entries()) for (const [j, c] of (r.choices ?? [r]).entries()) await sse.send(nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer));
+          for (const [i, r] of all.entries()) for (const [j, c] of (r.choices ?? [r]).entries()) {
+            const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
+            await sse.send(job.responseFields ? pickResponseFields(job.responseFields, reply) : reply);
+          }
         }
         continue;
       }

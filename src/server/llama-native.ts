@@ -2,6 +2,7 @@ import type { Choice, GenerateOptions, GenerationResult, TokenLogprob } from "..
 import { llamaCppSamplerNames } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { timingsOf, type ChatLogprobEntry } from "./openai.js";
+import { invalid } from "./errors.js";
 import { defined } from "./params.js";
 
 /*
@@ -92,4 +93,32 @@ export function nativeProbability(entry: ChatLogprobEntry, lp: TokenLogprob, pos
     id: lp.token, token: entry.token, bytes: entry.bytes, prob: Math.exp(entry.logprob),
     top_probs: top.map(({ id, token, bytes, logprob }) => ({ id, token, bytes, prob: Math.exp(logprob) })),
   };
+}
+
+/**
+ * llama-server's `response_fields`: a native summary cut down to the listed fields, each a path
+ * of keys joined by "/" ("timings/prompt_n") and kept under that path as its key, flat; a path
+ * that names nothing is left out (its json_get_nested_values, read for this). Absent or empty:
+ * the whole summary. Only the summary: streamed token events are sent whole, as there.
+ */
+export function responseFieldsOf(body: Readonly<Record<string, unknown>>): readonly string[] | undefined {
+  const v = body["response_fields"];
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || v.some((f) => typeof f !== "string")) throw invalid("response_fields", `'response_fields' must be a list of field paths ("content", "timings/prompt_n"), got ${Array.isArray(v) ? "a list with a non-string" : typeof v}`, "invalid_type");
+  return v.length === 0 ? undefined : (v as string[]);
+}
+
+/** the summary's fields that `paths` name, under their paths */
+export function pickResponseFields(paths: readonly string[], reply: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const path of paths) {
+    let current: unknown = reply;
+    let found = true;
+    for (const key of path.split("/")) {
+      if (typeof current === "object" && current !== null && !Array.isArray(current) && Object.hasOwn(current, key)) current = (current as Record<string, unknown>)[key];
+      else { found = false; break; }
+    }
+    if (found) out[path] = current;
+  }
+  return out;
 }

@@ -104,12 +104,19 @@ const UNIMPLEMENTED_SAMPLERS: readonly { readonly name: string; readonly off: (v
   { name: "xtc_probability", off: (v) => v === 0, offIs: "0" },
   { name: "dynatemp_range", off: (v) => v === 0, offIs: "0" },
   { name: "top_n_sigma", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)" },
-  // (a time limit on the generation, which llama-server applies where positive: a reply here runs to its token limit)
-  { name: "t_max_predict_ms", off: (v) => v <= 0, offIs: "-1 (or any value at or below 0)", what: "a time limit" },
-  // (llama-server's stop at the first new line indented less than n_indent, where positive, which
-  // llama.vim sends with each /infill: the reply here would run past that line)
-  { name: "n_indent", off: (v) => v <= 0, offIs: "0", what: "a stop rule (a line indented less ends the reply)" },
 ];
+
+/**
+ * llama-server's limits on a reply's lines (params_from_json_cmpl reads both on every completion
+ * route; llama.vim sends them with each /infill): `n_indent`, a new line indented less ends the
+ * reply, cut before that line's text; `t_max_predict_ms`, past that time a token with a new line
+ * ends it. At or below 0 (their defaults) each is off, as there.
+ */
+function lineLimitsOf(body: Body): Pick<GenerateOptions, "minLineIndent" | "newLineAfterMs"> {
+  const indent = optNumber(body, "n_indent", { integer: true });
+  const ms = optNumber(body, "t_max_predict_ms", { integer: true });
+  return { ...(indent !== undefined && indent > 0 ? { minLineIndent: indent } : {}), ...(ms !== undefined && ms > 0 ? { newLineAfterMs: ms } : {}) };
+}
 
 /** a request asking for a sampler or an output this server does not have: a 400 naming the field, not an answer made without it */
 function refuseUnsupported(body: Body): void {
@@ -307,6 +314,7 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false,
     n: optNumber(body, "n", { integer: true, min: 1, max: 128 }),
     ignoreEos: optBoolean(body, "ignore_eos"),
     ...constraintOf(body),
+    ...lineLimitsOf(body),
   };
   return defined(options);
 }

@@ -30,6 +30,8 @@ export interface SpecialIdsFromMetadata {
 /** the ids that end generation, and the fill-in-the-middle tokens (metadata's or found by text) */
 export interface DetectedSpecialTokens {
   readonly endOfGeneration: Set<number>;
+  /** the end-of-turn token (llama.cpp's special_eot_id: metadata's, else found by text), if any */
+  readonly endOfTurn?: number;
   readonly fim: FimTokenIds;
 }
 
@@ -85,5 +87,5 @@ export function detectSpecialTokens(tokens: readonly string[], types: Int32Array
     ...(fimPre === undefined ? {} : { prefix: fimPre }), ...(fimSuf === undefined ? {} : { suffix: fimSuf }), ...(fimMid === undefined ? {} : { middle: fimMid }),
     ...(fimPad === undefined ? {} : { pad: fimPad }), ...(fimRep === undefined ? {} : { repo: fimRep }), ...(fimSep === undefined ? {} : { fileSeparator: fimSep }),
   };
-  return { endOfGeneration: eog, fim };
+  return { endOfGeneration: eog, ...(eot === undefined ? {} : { endOfTurn: eot }), fim };
 }

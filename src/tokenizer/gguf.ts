@@ -137,7 +137,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     textToId: byText,
     ignoreMerges: model === "gpt2" && IGNORE_MERGES_PRE.has(pre ?? ""),
     bosId, eosId, unkId, padId, sepId, clsId, maskId,
-    eogIds: special.endOfGeneration, fimIds: special.fim, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
+    eogIds: special.endOfGeneration, eotId: special.endOfTurn, fimIds: special.fim, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
     ...ggufChatTemplate(meta),
   });
 }

@@ -99,6 +99,8 @@ export interface Tokenizer extends ChatTemplateReading {
   readonly maskId?: number;
   /** ids that end generation: eos, eot (<|eot_id|>, <|im_end|>, <|end|>...), eom, per llama.cpp's rules */
   readonly endOfGenerationIds: ReadonlySet<number>;
+  /** the end-of-turn token among them (llama.cpp's token_eot(): <|eot_id|>, <|im_end|>, <|endoftext|>, ...), if any */
+  readonly endOfTurnId?: number;
   /** the fill-in-the-middle tokens the vocabulary has (none: an empty object) */
   readonly fimIds: FimTokenIds;
   readonly addBos: boolean;

@@ -40,6 +40,8 @@ export interface VocabSpec extends ChatTemplateReading {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly eogIds: ReadonlySet<number>;
+  /** the end-of-turn token (llama.cpp's token_eot()), if any */
+  readonly eotId?: number;
   /** fill-in-the-middle tokens (absent: none) */
   readonly fimIds?: FimTokenIds;
   readonly addBos: boolean;
@@ -101,6 +103,7 @@ export class VocabTokenizer implements Tokenizer {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly endOfTurnId?: number;
   readonly fimIds: FimTokenIds;
   readonly addBos: boolean;
   readonly addEos: boolean;
@@ -132,6 +135,7 @@ export class VocabTokenizer implements Tokenizer {
     this.bosId = spec.bosId; this.eosId = spec.eosId; this.unkId = spec.unkId; this.padId = spec.padId;
     this.sepId = spec.sepId; this.clsId = spec.clsId; this.maskId = spec.maskId;
     this.endOfGenerationIds = spec.eogIds;
+    if (spec.eotId !== undefined) this.endOfTurnId = spec.eotId;
     this.fimIds = spec.fimIds ?? {};
     this.addBos = spec.addBos;
     this.addEos = spec.addEos;

@@ -286,6 +286,7 @@ export class HFTokenizer implements Tokenizer {
   readonly clsId?: number;
   readonly maskId?: number;
   readonly endOfGenerationIds: ReadonlySet<number>;
+  readonly endOfTurnId?: number;
   /** the fill-in-the-middle tokens among the added tokens, found by text as llama.cpp finds them in a GGUF */
   readonly fimIds: FimTokenIds;
   readonly addBos: boolean;
@@ -402,6 +403,7 @@ export class HFTokenizer implements Tokenizer {
     const special = detectSpecialTokens(texts, new Int32Array(this.vocabSize), { eos: this.eosId });
     const eog = special.endOfGeneration;
     this.fimIds = special.fim;
+    if (special.endOfTurn !== undefined) this.endOfTurnId = special.endOfTurn;
     for (const id of source.extraEosIds ?? []) if (Number.isInteger(id) && id >= 0 && id < this.vocabSize) eog.add(id);
     this.endOfGenerationIds = eog;
 
