@@ -142,6 +142,11 @@ export function randomSchema(rng: Rng, depth = 0, defs: Record<string, Schema> =
           { type: "integer", ...(chance(rng, 0.5) ? { minimum: int(rng, -2, 1), maximum: int(rng, 1, 3) } : {}), not: out },
           { enum: ["a", "ab", 1, true, null, { k: 1 }], not: out },
           { ...randomSchema(rng, depth + 1, defs), not: false },
+          // (since the forty-third session) numbers less values, strings of a pattern or length less values, not of a pattern or length
+          { type: "number", ...(chance(rng, 0.5) ? { minimum: int(rng, -2, 1), exclusiveMaximum: int(rng, 1, 3) } : {}), not: { enum: [0, 1, 0.5, -1.5].slice(0, int(rng, 1, 4)) } },
+          { type: "string", ...(chance(rng, 0.5) ? { pattern: pick(rng, ["^[ab]", "b", "^.{0,2}$"]) } : { maxLength: int(rng, 1, 3) }), not: out },
+          { type: "string", not: pick(rng, [{ pattern: "^a" }, { pattern: "b$|é" }, { maxLength: 1 }, { pattern: "a", minLength: 2 }]) },
+          { not: { pattern: pick(rng, ["^a", "b"]) } },
         ]);
       }
       case "nullable":
@@ -394,8 +399,16 @@ export function randomInstance(root: Schema, s: unknown, rng: Rng, depth = 0): u
     const { not, ...rest } = o;
     if (not === true || (typeof not === "object" && not !== null && Object.keys(not).length === 0)) return undefined;
     const v = randomInstance(root, Object.keys(rest).length === 0 ? true : rest, rng, depth + 1);
-    // an integer with values left out is ranges of integers, which (as bounded ones) never write -0
-    if (typeof v === "number") plainNumbers.add(v);
+    // a number with values left out is ranges of numbers, which (as bounded ones) never write -0 or an exponent
+    if (typeof v === "number") {
+      plainNumbers.add(v);
+      boundedNumbers.add(v);
+    }
+    // a string less a pattern or length, or beside one, or less a value JSON escapes, is written by
+    // the patterns' automata, whose characters are raw as a pattern's (documented)
+    const tests = (x: unknown) => typeof x === "object" && x !== null && ["pattern", "minLength", "maxLength"].some((k) => (x as Schema)[k] !== undefined);
+    const escaped = (x: unknown): boolean => (typeof x === "string" && JSON.stringify(x).slice(1, -1).includes("\\")) || (typeof x === "object" && x !== null && Object.values(x).some(escaped));
+    if (typeof v === "string" && (tests(not) || tests(rest) || escaped(not))) rawStrings.add(v);
     return v;
   }
   if (o["nullable"] === true && chance(rng, 0.3)) return null;
