@@ -77,3 +77,63 @@ test("infill: logits already -Infinity take no part in merging", () => {
 test("infill: a chain with the infill step needs the vocabulary", () => {
   assert.throws(() => createSampler({ samplerOrder: ["topK", "infill"] }), /samplerOrder: the "infill" step needs the model's vocabulary/);
 });
+
+/**
+ * llama_sampler_infill_apply transcribed as written (its double loop over every pair, floats as
+ * Math.fround), over candidates sorted best first: the survivors' ids. The sampler finds the
+ * merging pairs another way; on random vocabularies of short, much-shared pieces both must agree.
+ */
+function literalInfill(sorted: { id: number; logit: number }[], vocab: InfillVocabulary): number[] {
+  const f = Math.fround;
+  const max = sorted[0]!.logit;
+  let cum = 0;
+  const cur = sorted.map((t) => ({ ...t, p: Math.exp(t.logit - max) }));
+  for (const t of cur) cum += t.p;
+  for (const t of cur) t.p = f(t.p / cum);
+  const eog = (t: { id: number }) => vocab.isEndOfGeneration(t.id);
+  let txt = 0;
+  let pe = 0;
+  for (const t of cur) if (eog(t)) pe = f(pe + t.p); else txt = f(txt + t.p);
+  if (f(f(3 * pe) * cur.length) > txt) return cur.filter(eog).map((t) => t.id);
+  const piece = (t: { id: number }) => new TextDecoder().decode(vocab.pieceBytes(t.id));
+  for (let i0 = 0; i0 < cur.length; i0++) {
+    for (let i1 = 0; i1 < cur.length; i1++) {
+      if (cur[i0]!.logit === -Infinity) break;
+      if (i0 === i1 || cur[i1]!.logit === -Infinity) continue;
+      const a = piece(cur[i0]!);
+      const b = piece(cur[i1]!);
+      if (a.length > 0 && a.length <= b.length && b.startsWith(a)) {
+        let [dst, src] = [i0, i1];
+        if (cur[i1]!.p > cur[i0]!.p) [dst, src] = [src, dst];
+        cur[dst]!.p = f(cur[dst]!.p + cur[src]!.p);
+        cur[src]!.logit = -Infinity;
+        cur[src]!.p = 0;
+      }
+    }
+  }
+  let kept = cur.filter((t) => !(t.p < f(0.2) && !eog(t)));
+  const nonEog = kept.filter((t) => !eog(t)).length;
+  if (nonEog === 0) return [EOT];
+  let sum = 0;
+  for (const t of kept) sum = f(sum + t.p);
+  for (const t of kept) t.p = f(t.p / sum);
+  const threshold = f(1 / (nonEog + 1));
+  kept = kept.filter((t) => !(t.p < threshold && !eog(t)));
+  return kept.map((t) => t.id);
+}
+
+test("infill: the merges found through the pieces' order are those of llama.cpp's double loop (random vocabularies)", () => {
+  let seed = 12345;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  for (let round = 0; round < 300; round++) {
+    const n = 2 + Math.floor(rand() * 12);
+    const pieces = Array.from({ length: n }, () => (rand() < 0.1 ? "" : Array.from({ length: 1 + Math.floor(rand() * 3) }, () => "ab"[Math.floor(rand() * 2)]).join("")));
+    const eog = pieces.flatMap((p, i) => (p === "" && rand() < 0.7 ? [i] : []));
+    const vocab = vocabOf(pieces, eog);
+    // logits on a coarse grid: ties happen, and the lower id goes first, as the sampler orders them
+    const logits = Array.from({ length: n }, () => (rand() < 0.05 ? -Infinity : Math.round(rand() * 8) / 2));
+    if (logits.every((l) => l === -Infinity)) logits[0] = 0;
+    const sorted = logits.map((logit, id) => ({ id, logit: Math.fround(logit) })).sort((a, b) => b.logit - a.logit || a.id - b.id);
+    assert.deepEqual(survivors(logits, vocab).ids, literalInfill(sorted, vocab), JSON.stringify({ pieces, eog, logits }));
+  }
+});
