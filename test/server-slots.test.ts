@@ -58,6 +58,21 @@ describe("n_keep and n_discard on stories260K", { skip: skipStories }, () => {
     assert.equal(chat.json.error.param, "n_keep");
   });
 
+  test("POST /completion: a completion that stops at the context's end says truncated, as llama-server's (process_token sets it when the slot's tokens reach n_ctx)", async () => {
+    const full = await post(`${s.url}/completion`, { prompt: "Once upon a time", temperature: 0, ignore_eos: true });
+    assert.equal(full.status, 200, JSON.stringify(full.json));
+    assert.equal(full.json.tokens_evaluated + full.json.tokens_predicted, CONTEXT);
+    assert.equal(full.json.stop_type, "limit");
+    assert.equal(full.json.truncated, true);
+    // the same length asked for by n_predict fills the context too; one token fewer does not
+    const prompt = full.json.tokens_evaluated as number;
+    for (const [n, want] of [[CONTEXT - prompt, true], [CONTEXT - prompt - 1, false]] as const) {
+      const r = await post(`${s.url}/completion`, { prompt: "Once upon a time", temperature: 0, ignore_eos: true, n_predict: n });
+      assert.equal(r.json.stop_type, "limit");
+      assert.equal(r.json.truncated, want, `n_predict ${n}`);
+    }
+  });
+
   test("outside llama-server's hard limits, or not an integer: a 400 naming the field", async () => {
     for (const [extra, param] of [[{ n_keep: -2 }, "n_keep"], [{ n_keep: 1.5 }, "n_keep"], [{ n_keep: "4" }, "n_keep"], [{ n_keep: 2 ** 31 }, "n_keep"], [{ n_discard: -1 }, "n_discard"]] as const) {
       const r = await post(`${s.url}/completion`, { prompt: "Once upon a time", n_predict: 4, ...extra });

@@ -45,6 +45,8 @@ interface Job {
   limitGiven: boolean;
   /** answered in llama-server's own shape (its POST /completion), not OpenAI's */
   native: boolean;
+  /** the context's tokens (a native reply that fills it says truncated) */
+  contextSize: number;
   /** llama-server's response_fields: a native summary holds only these (paths, "timings/prompt_n") */
   responseFields?: readonly string[];
   /** llama-server's post_sampling_probs: the logprobs are the sampled-from distribution's, answered natively as probabilities */
@@ -185,7 +187,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
   draftingOf(ctx, body, options);
   constraintParam ??= options.grammar !== undefined ? (replySyntax?.calls ? "tool_choice" : "grammar") : options.jsonSchema !== undefined || options.json !== undefined ? responseFormatParam(options) : undefined;
   return {
-    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, timingsPerToken, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false, postSampling, returnTokens,
+    kind, prompts, options: { ...ctx.model.generationDefaults, ...options }, n: answered, bestOf, stream, includeUsage, continuousUsage, timingsPerToken, logprobs, model: ctx.modelId, maxTokensParam: maxTokensParam(body), limitGiven, native: false, contextSize: context, postSampling, returnTokens,
     ...(echoed ? { echo: echoed } : {}), ...(replySyntax ? { reply: replySyntax } : {}), ...(constraintParam ? { constraintParam } : {}),
   };
 }

@@ -23,6 +23,8 @@ export interface NativeRequest {
   postSampling: boolean;
   /** return_tokens: an unstreamed reply lists its token ids */
   returnTokens: boolean;
+  /** the context's tokens: a completion that fills it is truncated */
+  contextSize: number;
 }
 
 /** no slot is named: tsllm's engine has sequences, not slots a request could ask for again */
@@ -40,7 +42,7 @@ export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, 
   return {
     index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: NO_SLOT, stop: true, model: req.model,
     tokens_predicted: tokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
-    prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: false, stop_type: type, stopping_word: word,
+    prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: truncated(req, r, c), stop_type: type, stopping_word: word,
     tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),
   };
 }
@@ -52,6 +54,14 @@ export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, 
  */
 function generatedTokens(c: Choice): number[] {
   return c.endToken ? [...c.completionTokens, c.endToken.token] : c.completionTokens;
+}
+
+/**
+ * llama-server's truncated: the completion stopped because the context was full (process_token:
+ * the slot's tokens + 1 reached n_ctx, context shift off), whatever n_predict was
+ */
+function truncated(req: NativeRequest, r: GenerationResult, c: Choice): boolean {
+  return c.finishReason === "length" && r.promptTokens.length + c.completionTokens.length >= req.contextSize;
 }
 
 /**
