@@ -244,6 +244,45 @@ test("text-generation takes config.json's generation settings without a generati
     rmSync(dir, { recursive: true, force: true });
   }
 });
+/*
+ * transformers' Pipeline.__init__ puts the options given to pipeline(...) into the pipeline's
+ * generation config, then updates that config with config.json's task_specific_params
+ * ["text-generation"]: those win over the pipeline's own options (gpt2's do_sample: true over
+ * do_sample=False), a call's options over both. tsllm's pipeline let the pipeline's options win.
+ */
+test("text-generation: task_specific_params win over the options given to pipeline(), a call's options over both, as transformers' Pipeline.__init__ orders them", { skip }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-task-order-"));
+  const opened: TextGenerationPipeline[] = [];
+  const open = async (folder: string, options: object = {}) => {
+    const gen = await pipeline("text-generation", folder, { threads: 1, ...options });
+    opened.push(gen);
+    return async (o: object) => ((await gen("Once upon a time", { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
+  };
+  try {
+    const plain = await open(GPT2_TINY);
+    const folder = gpt2TinyConfig(dir, "task-order", { task_specific_params: { "text-generation": { do_sample: true, temperature: 0.7, max_length: 8, no_repeat_ngram_size: 2 } } }, {});
+    const warnings: string[] = [];
+    const made = await open(folder, { doSample: false, temperature: 1.3, maxLength: 30, onWarning: (m: string) => warnings.push(m) });
+    // sampled at the task's 0.7, its max_length 8 (the prompt's 4 tokens included: the pipeline's maxLength 30 gives way), its n-gram ban
+    const sampled = await made({ seed: 5 });
+    assert.equal(sampled, await plain({ doSample: true, temperature: 0.7, maxLength: 8, noRepeatNgramSize: 2, seed: 5 }));
+    assert.notEqual(sampled, await plain({ maxLength: 8, noRepeatNgramSize: 2 }), "greedy gives another reply");
+    // a call's options over the task's
+    assert.equal(await made({ doSample: false, maxNewTokens: 12 }), await plain({ maxNewTokens: 12, noRepeatNgramSize: 2 }));
+    const source = `${folder}/config.json task_specific_params["text-generation"]`;
+    assert.deepEqual(warnings, [
+      `text-generation: the pipeline's doSample false gives way to true from ${source}, as transformers' pipeline applies those after its own options; give doSample with each call to override it`,
+      `text-generation: the pipeline's temperature 1.3 gives way to 0.7 from ${source}, as transformers' pipeline applies those after its own options; give temperature with each call to override it`,
+    ]);
+    // the task's max_length does nothing where max_new_tokens stays (the pipeline's own, or its default 256), as generate() lets max_new_tokens win
+    const kept = await open(folder, { maxNewTokens: 6 });
+    assert.equal(await kept({ doSample: false }), await plain({ maxNewTokens: 6, noRepeatNgramSize: 2 }));
+  } finally {
+    for (const g of opened) g.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 
 test("text-generation with messages: the conversation with the assistant's reply, as the chat template renders it", { skip }, async () => {
   const gen = await pipeline("text-generation", `${SHARED}/hf-oracle/gpt2-tiny`, { threads: 1 });

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { generationConfigOf, readJsonObject } from "../formats/index.js";
-import { DEFAULT_MAX_LENGTH, DEFAULT_MAX_NEW_TOKENS, type ShippedGeneration } from "./text-generation.js";
+import { DEFAULT_MAX_LENGTH, DEFAULT_MAX_NEW_TOKENS, type ShippedGeneration, type TextGenerationOptions } from "./text-generation.js";
 
 /**
  * The generation settings a folder gives transformers' text-generation pipeline, as it comes by
@@ -111,6 +111,16 @@ function bansOf(o: Record<string, unknown>, sources: Readonly<Record<string, str
   return bans;
 }
 
+/** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
+function taskOptions(taskPath: string, task: Record<string, unknown>): TextGenerationOptions {
+  const { defaults, doSample, maxLength, sampling } = generationConfigOf(taskPath, task);
+  const options: { -readonly [K in keyof TextGenerationOptions]: TextGenerationOptions[K] } = {
+    doSample, temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, repetitionPenalty: defaults.repeatPenalty,
+    maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+}
+
 /**
  * The folder's generation settings for the text-generation pipeline; a setting it does not do that
  * acts only when sampling is left to refuse a call that samples (samplingRefusal).
@@ -123,7 +133,8 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const basePath = hasFile ? filePath : configPath;
   const taskPath = `${configPath} task_specific_params["text-generation"]`;
   const base = hasFile ? picked(readJsonObject(filePath)) : picked(config);
-  const task = withoutUnusedLength(base, picked(taskParams(configPath, config)));
+  const ownTask = picked(taskParams(configPath, config));
+  const task = withoutUnusedLength(base, ownTask);
   const merged = { ...base, ...task };
   const baseName = hasFile ? filePath : `${configPath} (no generation_config.json: transformers takes config.json's generation settings)`;
   const sources = Object.fromEntries(Object.keys(merged).map((k) => [k, k in task ? taskPath : baseName]));
@@ -136,6 +147,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
   return {
     ...bansOf(merged, sources),
+    ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),
   };

@@ -53,6 +53,12 @@ export interface ShippedGeneration extends GenerationDefaults {
   readonly noRepeatNgramSize?: number;
   readonly minNewTokens?: number;
   readonly minLength?: number;
+  /**
+   * config.json's task_specific_params["text-generation"] (`source` names it) as options: over the
+   * pipeline's own options, under a call's (textGeneration's underTask); they are also in the
+   * values above, over the file's
+   */
+  readonly task?: { readonly options: TextGenerationOptions; readonly source: string };
   /** a folder's setting that acts only when sampling and that tsllm does not do (typical_p ...): a call that samples is refused with it */
   readonly samplingRefusal?: string;
 }
@@ -84,17 +90,50 @@ function pipelineConfig(shipped: ShippedGeneration, o: TextGenerationOptions): P
   const fileSample = (shipped.doSample ?? false) && file.temperature !== 0;
   const fileLength = shipped.maxLength !== DEFAULT_MAX_LENGTH ? shipped.maxLength : undefined;
   let maxNewTokens = o.maxNewTokens ?? shipped.maxTokens;
-  const maxLength = o.maxLength ?? fileLength;
+  let maxLength = o.maxLength ?? fileLength;
   if (maxNewTokens === DEFAULT_MAX_NEW_TOKENS && maxLength !== undefined && maxLength !== DEFAULT_MAX_LENGTH) maxNewTokens = undefined;
-  const maxNewTokensFrom = o.maxNewTokens !== undefined ? "maxNewTokens, --max-new-tokens" : `the model's generation_config.json max_new_tokens, ${maxNewTokens}`;
+  let maxNewTokensFrom = o.maxNewTokens !== undefined ? "maxNewTokens, --max-new-tokens" : `the model's generation_config.json max_new_tokens, ${maxNewTokens}`;
+  let maxLengthFrom = o.maxLength !== undefined ? "maxLength, --max-length" : `the model's generation_config.json max_length, ${maxLength}`;
+  // task_specific_params update the config after the options and that rule: their max_new_tokens
+  // is the config's; their max_length only where max_new_tokens was dropped (else generate() lets
+  // the 256 or the given max_new_tokens win over it: gpt2's max_length 50 does nothing)
+  const task = shipped.task;
+  if (task?.options.maxNewTokens !== undefined) {
+    maxNewTokens = task.options.maxNewTokens;
+    maxNewTokensFrom = `${task.source} max_new_tokens, ${maxNewTokens}`;
+  } else if (task?.options.maxLength !== undefined && maxNewTokens === undefined && maxLength !== undefined) {
+    maxLength = task.options.maxLength;
+    maxLengthFrom = `${task.source} max_length, ${maxLength}`;
+  }
   return {
     doSample: o.doSample ?? fileSample,
     temperature: o.temperature ?? file.temperature,
     topK: o.topK ?? file.topK,
     topP: o.topP ?? file.topP,
     ...(maxNewTokens === undefined ? {} : { maxNewTokens, maxNewTokensFrom }),
-    ...(maxLength === undefined ? {} : { maxLength, maxLengthFrom: o.maxLength !== undefined ? "maxLength, --max-length" : `the model's generation_config.json max_length, ${maxLength}` }),
+    ...(maxLength === undefined ? {} : { maxLength, maxLengthFrom }),
   };
+}
+
+/**
+ * The pipeline's options with config.json's task_specific_params["text-generation"] over them, as
+ * transformers' Pipeline.__init__ orders them: its kwargs go into the pipeline's generation config
+ * first, then that config is updated with those params (so gpt2's do_sample: true wins over
+ * pipeline(..., do_sample=False)); a call's options still win over both. The lengths are
+ * pipelineConfig's. An option so overruled is warned about, since transformers says nothing.
+ */
+function underTask(defaults: TextGenerationOptions, task: ShippedGeneration["task"], warn: (message: string) => void): TextGenerationOptions {
+  if (task === undefined) return defaults;
+  const { maxNewTokens: _new, maxLength: _length, ...rest } = task.options;
+  for (const [k, v] of Object.entries(rest)) {
+    const given = defaults[k as keyof TextGenerationOptions];
+    if (given !== undefined && given !== v) warn(`text-generation: the pipeline's ${k} ${String(given)} gives way to ${String(v)} from ${task.source}, as transformers' pipeline applies those after its own options; give ${k} with each call to override it`);
+  }
+  const { maxNewTokens } = task.options;
+  if (maxNewTokens !== undefined && defaults.maxNewTokens !== undefined && defaults.maxNewTokens !== maxNewTokens) {
+    warn(`text-generation: the pipeline's maxNewTokens ${defaults.maxNewTokens} gives way to ${maxNewTokens} from ${task.source}, as transformers' pipeline applies those after its own options; give maxNewTokens with each call to override it`);
+  }
+  return { ...defaults, ...rest };
 }
 
 /** the token budgets, the bans and the repetition penalty checked, before any work (the sampler's own check would name its repeatPenalty) */
@@ -157,7 +196,8 @@ function budgetOf(c: PipelineConfig, call: TextGenerationOptions, warn: (message
  */
 export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void, shipped: ShippedGeneration = {}) {
   checkBudgets(defaults);
-  const config = pipelineConfig(shipped, defaults);
+  const own = underTask(defaults, shipped.task, warn);
+  const config = pipelineConfig(shipped, own);
   /**
    * the new tokens a budget leaves; a maxLength the prompt already fills is refused, as generate()'s
    * _validate_generated_length refuses it (an empty reply would pass for the model's)
@@ -246,7 +286,7 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
 
   const generate = async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
     const call = knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS);
-    const options = withDefaults(defaults, call);
+    const options = withDefaults(own, call);
     checkBudgets(options);
     checkTemperature(call);
     if (typeof input === "string") return one(input, options, call, "the input");
