@@ -10,6 +10,7 @@ import { downloadModel, HubError, progressReporter, type DownloadOptions, type D
 import { withFileLock } from "../src/hub/lock.js";
 import { blobName, FakeHub, randomBytes, sha256, type FakeFile } from "./helpers/hub-fake.js";
 import { COMMANDS } from "../src/cli/commands.js";
+import { DEFAULT_MODELS } from "../src/pipelines/index.js";
 import { runTsllm } from "./helpers/child.js";
 import { PROJECT_ROOT } from "./helpers/shared.js";
 import { documentedKeys } from "./helpers/documented-json.js";
@@ -718,7 +719,7 @@ test("Ctrl-C stops tsllm download: it lets go of its locks, keeps the part fetch
   assert.deepEqual(readFileSync(join(cache, "models--acme--int", "snapshots", C1, big.path)), big.content);
 });
 
-test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity, convert, chat, embed or bench downloads its --model, or generate / serve its --draft-model or perplexity its --base, stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143 (serve: 0, a requested stop)", async () => {
+test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity, convert, chat, embed, pipeline or bench downloads its --model (embed and pipeline: their default model too), or generate / serve its --draft-model or perplexity its --base, stops it as tsllm download: its locks let go, the part kept and said, exit 130 / 143 (serve: 0, a requested stop)", async () => {
   const text = join(dir, "perplexity.txt");
   writeFileSync(text, "one two three four five six seven eight nine ten\n");
   // the first model of a run whose second one downloads: a file that is there (the second is fetched before either loads)
@@ -733,16 +734,22 @@ test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity, conver
     ["generate-draft", ["generate", "--model", local, "--draft-model", "MODEL", "--prompt", "hi"], "SIGTERM", 143, 23],
     ["serve-draft", ["serve", "--model", local, "--draft-model", "MODEL", "--port", "0"], "SIGINT", 0, 24],
     ["perplexity-base", ["perplexity", "--model", local, "--base", "MODEL", "--kl-divergence", "--file", text], "SIGINT", 130, 25],
+    ["pipeline", ["pipeline", "fill-mask", "--model", "MODEL", "--input", "a [MASK]"], "SIGTERM", 143, 26],
+    // no --model: the default model (transformers' for the task) downloads as a --model does
+    ["embed-default", ["embed", "--input", "hi"], "SIGINT", 130, 27],
+    ["pipeline-default", ["pipeline", "sentiment-analysis", "--input", "good"], "SIGINT", 130, 28],
   ] as const;
+  const defaultRepo: Record<string, string> = { "embed-default": DEFAULT_MODELS.embeddings, "pipeline-default": DEFAULT_MODELS["sentiment-analysis"] };
   for (const [name, args, signal, status, seed] of runs) {
     const command = args[0];
     const cache = join(dir, `interrupted-${name}`);
     const big: FakeFile = { path: "int-Q8_0.gguf", content: randomBytes(2_000_000, seed) };
-    hub.add({ repo: `acme/int-${name}`, commit: C1, files: [big] });
+    const repo = defaultRepo[name] ?? `acme/int-${name}`;
+    hub.add({ repo, commit: C1, files: [big] });
     hub.stallMidway.set(sha256(big.content), 1); // it stops mid-file, holding its locks, until stopped
     const env: NodeJS.ProcessEnv = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: hub.hubUrl, HF_HUB_DOWNLOAD_TIMEOUT: "300" };
-    const partial = join(cache, `models--acme--int-${name}`, "blobs", `${blobName(big)}.incomplete`);
-    const run = spawnTsllm(args.map((a) => (a === "MODEL" ? `acme/int-${name}:Q8_0` : a)), env);
+    const partial = join(cache, `models--${repo.replace("/", "--")}`, "blobs", `${blobName(big)}.incomplete`);
+    const run = spawnTsllm(args.map((a) => (a === "MODEL" ? `${repo}:Q8_0` : a)), env);
     try {
       await until(() => (statSync(partial, { throwIfNoEntry: false })?.size ?? 0) >= 1_000_000, () => `${args.join(" ")}: the download reaching the middle of its file (${run.stderr()})`, run.child);
     } finally {
@@ -753,7 +760,7 @@ test("Ctrl-C or SIGTERM while tsllm generate, serve, inspect, perplexity, conver
     // serve's stop while loading is a requested one (exit 0), said last, as without a download
     const stopped = command === "serve" ? `tsllm serve: ${signal} while loading the model: stopped before serving\\n` : "";
     assert.match(stderr, new RegExp(`\\ntsllm ${command}: interrupted; what was downloaded is kept in the cache, and the next run resumes from there\\n${stopped}$`));
-    const locks = join(cache, ".locks", `models--acme--int-${name}`);
+    const locks = join(cache, ".locks", `models--${repo.replace("/", "--")}`);
     assert.deepEqual(existsSync(locks) ? readdirSync(locks) : [], [], `${name} leaves no lock behind`);
     assert.equal(statSync(partial).size, 1_000_000, `${name}: the part fetched is kept`);
     hub.stallMidway.delete(sha256(big.content));

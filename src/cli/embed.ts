@@ -1,4 +1,4 @@
-import { openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
+import { DEFAULT_MODELS, openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
 import { OptionError } from "../units/index.js";
 import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
@@ -81,8 +81,9 @@ export async function runEmbed(argv: string[]): Promise<void> {
   const inputs = file === undefined
     ? (separator === undefined ? given! : given!.flatMap((t) => t.split(separator)))
     : escapedFile(fileText(await readTextInput(file, "--file"))).split(separator ?? /\r?\n/);
-  // a hub --model is downloaded here, where Ctrl-C stops it as it stops tsllm download (the default model: the library finds it)
-  const m = await openEmbeddingModel(values.model === undefined ? undefined : await resolveInterruptibly("embed", requireString(values, "model", MODEL_MEANING)), { threads, backend: backendOption(values), onWarning: printWarning });
+  // a hub --model, or the default model, is downloaded here, where Ctrl-C stops it as it stops tsllm download and its progress shows
+  const modelRef = values.model === undefined ? DEFAULT_MODELS.embeddings : requireString(values, "model", MODEL_MEANING);
+  const m = await openEmbeddingModel(await resolveInterruptibly("embed", modelRef), { threads, backend: backendOption(values), onWarning: printWarning });
   try {
     if (dimensions !== undefined && dimensions > m.dimensions) throw new UsageError(`--dimensions must be <= ${m.dimensions} (this model's embeddings have ${m.dimensions}), got ${dimensions}`);
     // sentence-transformers cuts a long input without a word; the command line says so

@@ -1,9 +1,10 @@
 import {
-  PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
+  DEFAULT_MODELS, PIPELINE_TASKS, pipeline, type AggregationStrategy, type FeatureExtractionPipeline, type FillMaskPipeline, type PipelineTask, type TextClassificationPipeline,
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
 import { seedFrom } from "./generate.js";
+import { resolveInterruptibly } from "./interrupt.js";
 import { MODEL_MEANING, backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
@@ -171,7 +172,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);
-  const model = values.model === undefined ? undefined : requireString(values, "model", MODEL_MEANING);
+  // a hub --model, or the task's default model, is downloaded here, where Ctrl-C stops it as it stops tsllm download and its progress shows
+  const model = await resolveInterruptibly("pipeline", values.model === undefined ? DEFAULT_MODELS[task as PipelineTask] : requireString(values, "model", MODEL_MEANING));
 
   // the input being run, while one is: what the library says during its call (a warning, an error) names it
   let running: number | undefined;
