@@ -212,6 +212,31 @@ const YOUTU = [
   "[\\uac00-\\ud7a3\\u3131-\\u318e]+|[\\uff01\\u2026\\u201c\\u201d\\u2018\\u2019\\u2014\\uff1a\\uff1b\\uff0c\\u3001-\\u303f\\ufe30-\\ufe4f]+|[\\u3105-\\u312f]+|[\\u4e00-\\u9fa5\\u3040-\\u309f\\u30a0-\\u30ff]+",
   `[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+${CONTRACTIONS}?|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`,
 ];
+/**
+ * kimi-k2: llama.cpp splits it with code of its own (unicode.cpp, unicode_regex_split_custom_kimi_k2),
+ * which is this regex: Han runs, then llama3's with letters that are no Han and no marks (a mark
+ * is "other", as in `[^\s\p{L}\p{N}]`) and a contraction after them. Its Han is a list of CJK
+ * blocks (unicode_cpt_is_han), not the Han script (U+3005, U+2E80.. are letters there).
+ */
+const KIMI_HAN = "\\u4e00-\\u9fff\\u3400-\\u4dbf\\uf900-\\ufaff\\u{20000}-\\u{2a6df}\\u{2a700}-\\u{2ebef}\\u{2f800}-\\u{2fa1f}";
+const KIMI_K2 = `[${KIMI_HAN}]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}${KIMI_HAN}]+${CONTRACTIONS}?|\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * exaone-moe's, with its letters `(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+` spelled without the nested
+ * quantifier: `\p{L}\p{M}*(?: ?\p{L}\p{M}*)*` matches the same (letters, marks and single spaces
+ * are apart, so the greedy match is the same run), where the nested one backtracks through every
+ * way of grouping a run that fails after it
+ */
+const EXAONE_MOE = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}\\p{M}*(?: ?\\p{L}\\p{M}*)*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]?|${S}*[\\r\\n]|${S}+(?!${NS})|${S}+`;
+/**
+ * afmoe's and tiny_aya's digits (llama.cpp's unicode_regex_split_custom_afmoe): a run of \p{N}
+ * cut into its first one or two, then threes (1234567: 1, 234, 567). As a regex: the run's head
+ * only where a run starts (the lookahead reads the run once), then threes.
+ */
+const DIGIT_GROUPS = "(?<!\\p{N})\\p{N}{1,2}(?=(?:\\p{N}{3})*(?!\\p{N}))|\\p{N}{3}";
+/** afmoe's second pattern: CJK and other Asian scripts, as llama-vocab.cpp lists them (its 豈 is U+8C48) */
+const AFMOE_ASIAN = "[\\u4e00-\\u9fff\\u3400-\\u4dbf\\u8c48-\\ufaff\\u3040-\\u309f\\u30a0-\\u30ff\\uff65-\\uff9f\\u2f00-\\u2fdf\\u0e40-\\u0e7f\\u0e80-\\u0eff\\u1780-\\u17ff\\u1000-\\u109f\\uaa60-\\uaa7f\\ua9e0-\\ua9ff\\uac00-\\ud7af\\u1100-\\u11ff]+";
+/** tiny_aya's (cohere2moe's) second pattern: o200k's tokenizer.json one, its cased letters any letter or mark under llama.cpp's regex (as youtu's) */
+const TINY_AYA = `[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+${CONTRACTIONS}?|\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -248,6 +273,10 @@ const PATTERNS: Record<string, string[]> = {
   bailingmoe: [BAILINGMOE],
   laguna: ["[^\\n]+|[\\n]+", QWEN2],
   youtu: YOUTU,
+  "kimi-k2": [KIMI_K2],
+  "exaone-moe": [EXAONE_MOE],
+  afmoe: [DIGIT_GROUPS, AFMOE_ASIAN, DEEPSEEK_V3],
+  "tiny_aya": [DIGIT_GROUPS, TINY_AYA],
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -269,6 +298,7 @@ const PRE_FAMILY: Record<string, string> = {
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
   laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
+  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
