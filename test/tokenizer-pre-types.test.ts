@@ -26,8 +26,8 @@ const TEXTS = [
   "\u{1d400}\u{1d41a}\u{1d400} \ud83d\ude00\ud83d\ude00 \u02b0\u02b0a A\u02b0b \u0301\u0301 a\u0301\u0302B\u0301",
   // Han next to other letters (kimi-k2), its blocks and the script's edges (U+3005, U+2E80, U+F900, Ext B), afmoe's Asian scripts
   "\u4e2d\u6587English\u6df7\u5408 x\u4e2d \u4e2d'S \u3005\u3006\u2e80 \u{20000}\u{20001}a \uf900\u8c48b \u1780\u1781 \u1000\u1001 \uac00z \u1100 \uff66\uff67",
-  // digit runs of every length mod 3 (afmoe, tiny_aya), other numerals inside them
-  "1 12 123 1234 12345 123456 1234567 x1234567890y \u0661\u0662\u0663\u0664 12\u00bd345 9\u2167",
+  // digit runs of every length mod 3 (afmoe, tiny_aya, superbpe), other numerals inside them
+  "1 12 123 1234 12345 123456 1234567 x1234567890y \u0661\u0662\u0663\u0664 12\u00bd345 9\u2167 123\u00bd1\u00bd2345 \u00bd\u00bd1234",
   // letters joined by single spaces, marks after them (exaone-moe)
   "a b c  d e\u0301 f\u0302\u0303 g\u0301 h \u0301i j.\nk l\r\nm  n/\n\no",
 ];
@@ -99,7 +99,7 @@ const PRE_NAMES = [
   "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
   "qwen35", "seed-coder", "bailingmoe", "bailingmoe2", "llada-moe", "laguna", "youtu",
   "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "glm4", "minicpm5",
-  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe",
+  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe", "superbpe",
 ];
 
 test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {
@@ -158,7 +158,7 @@ test("every pre-tokenizer name sets BOS, add_bos and ignore_merges as llama.cpp'
 test("a pre-tokenizer name llama.cpp knows but tsllm does not split is refused as not supported, one unknown anywhere as unknown", async () => {
   const tokens = Array.from({ length: 256 }, (_, b) => byteChar(b));
   for (const [pre, message] of [["jais-2", /tokenizer\.ggml\.pre: a pre-tokenizer llama\.cpp knows but not supported by tsllm "jais-2"; known: /],
-    ["superbpe", /not supported by tsllm "superbpe"/], ["no-such-pre", /tokenizer\.ggml\.pre: unknown pre-tokenizer "no-such-pre"; known: /]] as const) {
+    ["whitespace", /not supported by tsllm "whitespace"/], ["no-such-pre", /tokenizer\.ggml\.pre: unknown pre-tokenizer "no-such-pre"; known: /]] as const) {
     const path = await vocabGGUF(`refused-${pre}.gguf`, pre, tokens, []);
     assert.throws(() => loadGGUFTokenizer(path), message, pre);
   }

@@ -237,6 +237,17 @@ const DIGIT_GROUPS = "(?<!\\p{N})\\p{N}{1,2}(?=(?:\\p{N}{3})*(?!\\p{N}))|\\p{N}{
 const AFMOE_ASIAN = "[\\u4e00-\\u9fff\\u3400-\\u4dbf\\u8c48-\\ufaff\\u3040-\\u309f\\u30a0-\\u30ff\\uff65-\\uff9f\\u2f00-\\u2fdf\\u0e40-\\u0e7f\\u0e80-\\u0eff\\u1780-\\u17ff\\u1000-\\u109f\\uaa60-\\uaa7f\\ua9e0-\\ua9ff\\uac00-\\ud7af\\u1100-\\u11ff]+";
 /** tiny_aya's (cohere2moe's) second pattern: o200k's tokenizer.json one, its cased letters any letter or mark under llama.cpp's regex (as youtu's) */
 const TINY_AYA = `[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+${CONTRACTIONS}?|\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * superbpe's second pattern, `(?=(\d{3})+(?!\d))`, matches nothing but cuts a piece of numbers
+ * (the first split's) before every three ASCII digits that end a run of them; a cut where a run
+ * starts leaves what came before in the piece before ("1\u00bd2345" is "1\u00bd2", "345"). A
+ * search of it reads the rest of the run at every digit (quadratic), so this matches the pieces
+ * between the cuts instead, each search starting where the last ended: three digits at a cut,
+ * and after a run's last three (or at the piece's start, where no cut is) what comes before the
+ * next cut: other numerals, runs of one or two digits, the head of a longer run (SUPERBPE_LEAD).
+ */
+const SUPERBPE_LEAD = "(?:[^0-9]|[0-9]{1,2}(?![0-9]))*(?:[0-9]{1,2}(?=(?:[0-9]{3})+(?![0-9])))?";
+const SUPERBPE_CUTS = `(?:^(?=(?:[0-9]{3})+(?![0-9]))|(?<=[^]))[0-9]{3}(?:(?![0-9])${SUPERBPE_LEAD})?|^${SUPERBPE_LEAD}`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -277,6 +288,7 @@ const PATTERNS: Record<string, string[]> = {
   "exaone-moe": [EXAONE_MOE],
   afmoe: [DIGIT_GROUPS, AFMOE_ASIAN, DEEPSEEK_V3],
   "tiny_aya": [DIGIT_GROUPS, TINY_AYA],
+  superbpe: [classRun("", "\\p{N}"), SUPERBPE_CUTS],
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -298,7 +310,7 @@ const PRE_FAMILY: Record<string, string> = {
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
   laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
-  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya",
+  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
