@@ -158,8 +158,9 @@ export interface Backend {
   bidirectionalAttention(out: DeviceArray, q: DeviceArray, k: DeviceArray, v: DeviceArray, n: number, nHeads: number, headDim: number, scale: number, stride?: number): void;
   /**
    * Why this backend runs no op any more though it was not disposed (the wasm backend: a kernel
-   * worker that died; every op throws this), for a server's health check to say so between
-   * requests. Undefined while it runs; absent where a backend does not tell (reference, webgpu).
+   * worker that died; the webgpu backend: its GPU device lost; every op throws this), for a
+   * server's health check to say so between requests. Undefined while it runs; absent where a
+   * backend does not tell (reference).
    */
   readonly failure?: string;
   /** releases workers and memory; the backend is unusable afterwards */

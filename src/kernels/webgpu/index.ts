@@ -264,7 +264,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** the adapter's maxStorageBufferBindingSize: every activation array (a layer's K or V of the KV pool too) is one binding */
   private readonly maxBinding: number;
   private disposed = false;
-  private lostMessage: string | null = null;
+  /** Backend.failure once the device is lost (a driver reset, the GPU process gone, device.destroy() from outside) */
+  private lostFailure: string | undefined;
 
   private encoder: GPUCommandEncoderLike | null = null;
   /** the compute pass every dispatch of the batch goes into (ended before a copy and at the submit) */
@@ -360,16 +361,30 @@ class WebGPUBackend implements WebGPUBackendInfo {
       // the buffer may still be used by recorded commands: destroy it after the next submit
       if (this.allBuffers.delete(buffer)) this.deferredDestroy.push(buffer);
     });
+    // (dispose()'s own destroy() resolves it too: failure says nothing once disposed)
     void device.lost.then((info) => {
-      this.lostMessage = info.message || info.reason || "device lost";
+      const why = [info.reason, info.message].filter((part) => part !== undefined && part !== "").join("; ") || "none given";
+      this.lostFailure = `webgpu backend: the GPU device was lost (reason: ${why}): load the model again`;
     });
+  }
+
+  get failure(): string | undefined {
+    return this.disposed ? undefined : this.lostFailure;
   }
 
   // ---- plumbing ----
 
   private alive(op: string): void {
     if (this.disposed) throw new Error(`webgpu backend: ${op} called after dispose()`);
-    if (this.lostMessage !== null) throw new Error(`webgpu backend: ${op}: the GPU device was lost (${this.lostMessage})`);
+    if (this.lostFailure !== undefined) throw new Error(this.lostFailure);
+  }
+
+  /** a device call's rejection: the device's loss where that is the cause, else the call's own error named (as it was after dispose()) */
+  private lostOr(op: string, e: unknown): unknown {
+    if (this.disposed) return e;
+    if (this.lostFailure !== undefined) return new Error(this.lostFailure);
+    const what = e instanceof Error ? [e.name, e.message].filter((part) => part !== "").join(": ") : String(e);
+    return new Error(`webgpu backend: ${op}: the GPU answered ${what}`, { cause: e });
   }
 
   private createBuffer(size: number, usage: number): GPUBufferLike {
@@ -578,7 +593,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private async checkErrors(op: string): Promise<void> {
     const pending = this.errors;
     this.errors = [];
-    const messages = (await Promise.all(pending)).filter((m): m is string => m !== null);
+    const messages = (await Promise.all(pending).catch((e: unknown) => { throw this.lostOr(op, e); })).filter((m): m is string => m !== null);
     if (messages.length > 0) throw new Error(`webgpu backend: ${op}: the GPU reported ${messages.length} error(s): ${messages[0]!.split("\n")[0]}`);
   }
 
@@ -786,7 +801,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.releaseHostWeights();
     let reusable = false;
     try {
-      await staging.mapAsync(MapMode.READ, 0, g.length * 4);
+      // a device lost meanwhile fails the map with a bare AbortError (Dawn: no message): the loss is the error
+      await staging.mapAsync(MapMode.READ, 0, g.length * 4).catch((e: unknown) => { throw this.lostOr("read", e); });
       const result = new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
       staging.unmap();
       reusable = true;
