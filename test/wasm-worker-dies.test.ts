@@ -165,3 +165,40 @@ test("tsllm serve whose kernel worker is ended from outside: the running request
     assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
   }
 });
+
+const EMBEDDER = "hf-oracle/minilm-embed";
+const skipEmbedder = skipWithoutShared(`${EMBEDDER}.expected.json`);
+
+test("tsllm serve on an embedding model (an encoder folder) whose kernel worker is ended from outside: /health answers 500 with why, between requests too, embedding requests answer 500 with it, and the process still stops on SIGTERM", { skip: skipEmbedder }, async () => {
+  await ensureWasm();
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-serve-embed-worker-killed-"));
+  const trigger = join(dir, "trigger");
+  const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --require ${resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")}`, TSLLM_TEST_WORKER_DIES: "terminate", TSLLM_TEST_WORKER_TRIGGER: trigger };
+  const serve = await spawnServe(["--model", sharedFile(EMBEDDER)!, "--threads", "2", "--backend", "wasm"], { env });
+  try {
+    const oracle = (JSON.parse(readFileSync(sharedFile(`${EMBEDDER}.expected.json`)!, "utf8")) as { cases: { text: string; embedding_unnormalized: number[] }[] }).cases[0]!;
+    const ask = () => post(`${serve.url}/v1/embeddings`, { input: oracle.text }, {}, AbortSignal.timeout(60_000));
+    const healthy = await fetch(`${serve.url}/health`, { signal: AbortSignal.timeout(20_000) });
+    assert.equal(healthy.status, 200, await healthy.text());
+    const first = await ask();
+    assert.equal(first.status, 200, JSON.stringify(first.json));
+    const vector = first.json.data[0].embedding as number[];
+    assert.ok(vector.length === oracle.embedding_unnormalized.length && vector.every((x, i) => Math.abs(x - oracle.embedding_unnormalized[i]!) <= 1e-4), "before the worker is ended: sentence-transformers' vector");
+    // no request runs: the worker is ended between requests, and /health alone must see it
+    writeFileSync(trigger, "");
+    const why = "wasm backend: kernel worker 1 stopped: its thread was ended from outside (exit code 1); the backend cannot run without it: load the model again";
+    await until(async () => (await fetch(`${serve.url}/health`, { signal: AbortSignal.timeout(20_000) })).status !== 200, "/health to leave 200 after the worker was ended");
+    const health = await fetch(`${serve.url}/health`, { signal: AbortSignal.timeout(20_000) });
+    assert.equal(health.status, 500);
+    assert.deepEqual(await health.json(), { status: "error", error: why });
+    const later = await ask();
+    assert.equal(later.status, 500);
+    assert.ok(String(later.json.error?.message).includes(why), JSON.stringify(later.json));
+  } finally {
+    serve.child.kill("SIGTERM");
+    const code = await Promise.race([serve.exited, new Promise((r) => setTimeout(() => r("still running 20 s after SIGTERM"), 20_000).unref())]);
+    if (code === "still running 20 s after SIGTERM") serve.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
+  }
+});

@@ -206,6 +206,8 @@ export async function pipeline(task: PipelineTask, model?: string, given?: Pipel
 export interface EmbeddingModel extends EmbeddingVectors {
   /** hidden size, layers, ... of the encoder */
   readonly info: EncoderInfo;
+  /** why the encoder's backend runs nothing any more though the model was not disposed (Backend.failure: a kernel worker died, the GPU device was lost); undefined while it runs */
+  readonly failure: string | undefined;
 }
 
 export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOptions): Promise<EmbeddingModel> {
@@ -224,6 +226,9 @@ export async function loadEmbeddingModel(model?: string, given?: EncoderLoadOpti
     tokenize: (inputs, o) => embeddingTokens(runner, inputs, o),
     tokenizeAsync: (inputs, o) => embeddingTokensAsync(runner, inputs, o),
     embed: (inputs, o) => embedWith(runner, inputs, o),
+    get failure() {
+      return runner.backend.failure;
+    },
     ...disposer(() => runner.dispose()),
   };
 }

@@ -746,10 +746,10 @@ export class OpenAIServer {
     // Retry-After as the API routes' loading 503 (llama-server's /health answers 503 while loading too, without it)
     if (!this.model && !this.embedder) return this.reply(res, 503, { status: "loading" }, { "Retry-After": "1" });
     if (this.draining) return this.reply(res, 503, { status: "draining" }, { Connection: "close" });
-    if (!this.model) return this.reply(res, 200, { status: "ok" });
-    // a backend that runs nothing any more (a kernel worker died) fails every request: not ready, as a failed load
-    const failure = this.model.backend.failure ?? this.draft?.backend.failure;
+    // a backend that runs nothing any more (a kernel worker died, the GPU device lost) fails every request: not ready, as a failed load
+    const failure = this.model ? this.model.backend.failure ?? this.draft?.backend.failure : this.embedder?.failure;
     if (failure) return this.reply(res, 500, { status: "error", error: failure });
+    if (!this.model) return this.reply(res, 200, { status: "ok" });
     const s = this.model.engine.stats;
     return this.reply(res, 200, { status: "ok", requests_running: s.running, requests_waiting: s.waiting });
   }
