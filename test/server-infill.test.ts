@@ -252,15 +252,48 @@ describe("POST /infill with llama.vim's request: n_indent, t_max_predict_ms, the
     assert.deepEqual(Object.keys(r.json).sort(), [...fields].sort());
     assert.equal(typeof r.json.content, "string");
     assert.equal(typeof r.json["timings/predicted_n"], "number");
-    // its ring update's fields (there with n_predict 0, which this server refuses without echo): no
-    // samplers, a field that names nothing: an empty object
-    const ring = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", input_extra: [{ text: "x = 1\n", filename: "a.py" }], prompt: "", n_predict: 1, temperature: 0, stream: false, samplers: [], cache_prompt: true, t_max_prompt_ms: 1, t_max_predict_ms: 1, response_fields: [""] });
+    // its ring update's fields (n_predict 0: the prompt only evaluated into the cache): no samplers,
+    // a field that names nothing: an empty object
+    const ring = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", input_extra: [{ text: "x = 1\n", filename: "a.py" }], prompt: "", n_predict: 0, temperature: 0, stream: false, samplers: [], cache_prompt: true, t_max_prompt_ms: 1, t_max_predict_ms: 1, response_fields: [""] });
     assert.equal(ring.status, 200, JSON.stringify(ring.json));
     assert.deepEqual(ring.json, {});
     // without response_fields the whole summary, as before
     const whole = await post(`${server.url}/completion`, { prompt: "a", n_predict: 1, response_fields: [] });
     assert.equal(whole.json.stop, true);
     assert.equal(typeof whole.json.generation_settings, "object");
+  });
+
+  test("n_predict 0 (llama.vim's ring update) evaluates the prompt into the cache and generates nothing; the next request reuses it", async () => {
+    // llama-server's n_predict: "When 0, no tokens will be generated but the prompt is evaluated into the cache"
+    const chunk = Array.from({ length: 30 }, (_, i) => `ring_${i} = load(${i})\n`).join("");
+    const extra = [{ text: chunk, filename: "ring.py" }];
+    const ring = await post(`${server.url}/infill`, { input_prefix: "", input_suffix: "", input_extra: extra, prompt: "", n_predict: 0, samplers: [], cache_prompt: true, t_max_prompt_ms: 1, t_max_predict_ms: 1 });
+    assert.equal(ring.status, 200, JSON.stringify(ring.json));
+    assert.equal(ring.json.content, "");
+    assert.equal(ring.json.tokens_predicted, 0);
+    assert.equal(ring.json.stop, true);
+    assert.equal(ring.json.stop_type, "limit");
+    assert.equal(ring.json.timings.predicted_n, 0);
+    // (the chunk is new to this server: its whole prompt is evaluated)
+    assert.equal(ring.json.timings.prompt_n, ring.json.tokens_evaluated);
+    assert.ok(ring.json.tokens_evaluated > 100, JSON.stringify(ring.json.timings));
+    // the completion that follows, the same chunk before another cursor: its prompt is served from the cache up to where it differs
+    const next = await post(`${server.url}/infill`, { input_prefix: "def f():\n", input_suffix: "\n", input_extra: extra, prompt: "", n_predict: 1, temperature: 0, cache_prompt: true });
+    assert.equal(next.status, 200, JSON.stringify(next.json));
+    assert.ok(next.json.timings.cache_n > 0, JSON.stringify(next.json.timings));
+    assert.equal(next.json.timings.cache_n + next.json.timings.prompt_n, next.json.tokens_evaluated);
+    assert.ok(next.json.timings.prompt_n < ring.json.timings.prompt_n, `evaluated ${next.json.timings.prompt_n} prompt tokens after the ring update's ${ring.json.timings.prompt_n}`);
+    // POST /completion takes it too, streamed or not; OpenAI's route keeps OpenAI's 400 without echo
+    const plain = await post(`${server.url}/completion`, { prompt: chunk, n_predict: 0 });
+    assert.equal(plain.status, 200, JSON.stringify(plain.json));
+    assert.equal(plain.json.content, "");
+    assert.equal(plain.json.tokens_predicted, 0);
+    const res = await fetch(`${server.url}/completion`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ prompt: chunk, n_predict: 0, stream: true }), signal: AbortSignal.timeout(20_000) });
+    const events = (await res.text()).split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6)) as { content: string; stop: boolean; tokens_predicted: number });
+    assert.deepEqual(events.map((e) => [e.content, e.stop, e.tokens_predicted]), [["", true, 0]]);
+    const openai = await post(`${server.url}/v1/completions`, { prompt: chunk, max_tokens: 0 });
+    assert.equal(openai.status, 400);
+    assert.equal(openai.json.error.param, "max_tokens");
   });
 
   test("n_indent: the reply ends at the first new line indented less, cut before that line's text (stop_type limit)", async () => {

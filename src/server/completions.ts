@@ -63,7 +63,7 @@ const PROMPT_PARAM: Record<Kind, string> = { chat: "messages", text: "prompt" };
 /** POST /v1/chat/completions, /v1/completions and llama-server's /completion: validate, queue on the engine, answer (streamed or not). */
 export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body, res: ServerResponse, shape: ReplyShape = "openai"): Promise<void> {
   const fields = shape === "llama" ? responseFieldsOf(body) : undefined;
-  const job = { ...(await jobOf(ctx, kind, body)), native: shape === "llama", ...(fields ? { responseFields: fields } : {}) };
+  const job = { ...(await jobOf(ctx, kind, body, shape)), native: shape === "llama", ...(fields ? { responseFields: fields } : {}) };
   ctx.bodyRead(res);
   // a client that left while its prompt was tokenized (the close listener below comes too late
   // for it) gets nothing queued: it would otherwise run to the end for nobody
@@ -86,20 +86,25 @@ export async function handleCompletion(ctx: ServeContext, kind: Kind, body: Body
   }
 }
 
-async function jobOf(ctx: ServeContext, kind: Kind, body: Body): Promise<Job> {
+async function jobOf(ctx: ServeContext, kind: Kind, body: Body, shape: ReplyShape): Promise<Job> {
   const { model } = ctx;
   const name = optString(body, "model");
   if (name !== undefined && !ctx.modelNames.has(name)) {
     throw new ApiError(404, `the model '${name}' does not exist: this server serves '${ctx.modelId}'`, "invalid_request_error", "model", "model_not_found");
   }
   const echo = kind === "text" && (optBoolean(body, "echo") ?? false);
-  if (kind === "text" && !echo) {
+  // llama-server's own routes (/completion, /infill) take n_predict 0 as "no tokens will be generated
+  // but the prompt is evaluated into the cache" (its n_predict's description): llama.vim's and
+  // llama.vscode's ring-buffer requests preload their chunks so, and the prompt's full KV blocks stay
+  // in the prefix cache for the next request. OpenAI's routes keep OpenAI's 400 without echo
+  const prefillOnly = shape === "llama";
+  if (kind === "text" && !echo && !prefillOnly) {
     for (const name of MAX_TOKENS_PARAMS) {
       if (body[name] === 0) throw invalid(name, `'${name}' 0 generates nothing: it is allowed only with 'echo': true (the prompt returned, and scored with 'logprobs')`);
     }
   }
   // (logit_bias text as llama-server's common_tokenize reads it: no BOS/EOS, special-token text as plain text)
-  const options = generationOptionsOf(body, model.info.vocabSize, echo, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
+  const options = generationOptionsOf(body, model.info.vocabSize, echo || prefillOnly, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
   const { stream, includeUsage, continuousUsage, timingsPerToken } = streamOf(body);
   let logprobs: number | undefined;
   let prompts: number[][];

@@ -277,11 +277,12 @@ export function maxTokensParam(body: Body): (typeof MAX_TOKENS_PARAMS)[number] {
 /**
  * The generation options every completion request shares (sampling, stopping, n, seed), in the
  * library's terms. Only parameters the request sets appear, so the model's defaults and then the
- * library's fill the rest, exactly as Model.generate does. `echo`: a text completion that returns
- * its prompt, where max_tokens 0 (the prompt alone, scored) is allowed. `encodeText`: what reads
- * logit_bias tokens given as text (without it, only ids are taken).
+ * library's fill the rest, exactly as Model.generate does. `zeroAllowed`: a request whose token
+ * limit may be 0, as a text completion with echo (the prompt alone, scored) or llama-server's
+ * n_predict 0 (the prompt evaluated into the cache). `encodeText`: what reads logit_bias tokens
+ * given as text (without it, only ids are taken).
  */
-export function generationOptionsOf(body: Body, vocabSize: number, echo = false, encodeText?: BiasTextEncoder): GenerateOptions {
+export function generationOptionsOf(body: Body, vocabSize: number, zeroAllowed = false, encodeText?: BiasTextEncoder): GenerateOptions {
   refuseUnsupported(body);
   optString(body, "user");
   // (OpenAI's processing tier: one server, one tier here, but a malformed one is the request's 400, as OpenAI's)
@@ -291,7 +292,7 @@ export function generationOptionsOf(body: Body, vocabSize: number, echo = false,
   metadataOf(body);
   // an empty suffix is no suffix (what comes after the completion: nothing)
   if (optString(body, "suffix")) throw invalid("suffix", "'suffix' is not supported by this server (only an empty one)", "unsupported_parameter");
-  const fewest = echo ? 0 : 1;
+  const fewest = zeroAllowed ? 0 : 1;
   const maxTokens = maxTokensOf(body, fewest);
   const topK = optNumber(body, "top_k", { integer: true, min: -1 });
   const seed = optNumber(body, "seed", { integer: true, min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
