@@ -99,13 +99,13 @@ const PRE_NAMES = [
   "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
   "qwen35", "seed-coder", "bailingmoe", "bailingmoe2", "llada-moe", "laguna", "youtu",
   "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "glm4", "minicpm5",
-  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe", "superbpe",
+  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe", "superbpe", "jais-2",
 ];
 
 test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {
   const { tokens, merges } = crossingVocab(TEXTS);
   const llama = await sharedLlama();
-  const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`, `${" ".repeat(600)}x\n${" ".repeat(37)}y\t\t\t\t\t`];
+  const texts = [...TEXTS, TEXTS.join(" "), TEXTS.join("\n"), `${"\u00c9".repeat(300)}${"A".repeat(300)}abc`, `x${"\u0301".repeat(300)}'s`, `${" ".repeat(600)}x\n${" ".repeat(37)}y\t\t\t\t\t`, `${" ".repeat(1100)}\n \n${"\t".repeat(515)}!${" ".repeat(7)}7 \u00a0 \u3000\u3000\u3000x${" ".repeat(9)}`];
   for (const pre of PRE_NAMES) {
     const path = await vocabGGUF(`${pre}.gguf`, pre, tokens, merges);
     const ours = loadGGUFTokenizer(path);
@@ -157,7 +157,7 @@ test("every pre-tokenizer name sets BOS, add_bos and ignore_merges as llama.cpp'
 
 test("a pre-tokenizer name llama.cpp knows but tsllm does not split is refused as not supported, one unknown anywhere as unknown", async () => {
   const tokens = Array.from({ length: 256 }, (_, b) => byteChar(b));
-  for (const [pre, message] of [["jais-2", /tokenizer\.ggml\.pre: a pre-tokenizer llama\.cpp knows but not supported by tsllm "jais-2"; known: /],
+  for (const [pre, message] of [["gemma4", /tokenizer\.ggml\.pre: a pre-tokenizer llama\.cpp knows but not supported by tsllm "gemma4"; known: /],
     ["whitespace", /not supported by tsllm "whitespace"/], ["no-such-pre", /tokenizer\.ggml\.pre: unknown pre-tokenizer "no-such-pre"; known: /]] as const) {
     const path = await vocabGGUF(`refused-${pre}.gguf`, pre, tokens, []);
     assert.throws(() => loadGGUFTokenizer(path), message, pre);

@@ -26,7 +26,7 @@ const IGNORE_MERGES_PRE = new Set([...LLAMA3_NAMES, "tekken", "youtu", "minicpm5
 const NO_DEFAULT_BOS_PRE = new Set(["chatglm-bpe", "glm4"]);
 /** `tokenizer.ggml.pre` names llama.cpp knows whose splitting tsllm does not have (llama-vocab.cpp) */
 const LLAMA_CPP_ONLY_PRE = new Set([
-  "jais-2", "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace", "granite-embed-multi-97m",
+  "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace", "granite-embed-multi-97m",
 ]);
 
 /**

@@ -229,10 +229,12 @@ const KIMI_K2 = `[${KIMI_HAN}]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}${KIMI_HAN}]+${CON
 const EXAONE_MOE = `${CONTRACTIONS}|[^\\r\\n\\p{L}\\p{N}]?\\p{L}\\p{M}*(?: ?\\p{L}\\p{M}*)*|\\p{N}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]?|${S}*[\\r\\n]|${S}+(?!${NS})|${S}+`;
 /**
  * afmoe's and tiny_aya's digits (llama.cpp's unicode_regex_split_custom_afmoe): a run of \p{N}
- * cut into its first one or two, then threes (1234567: 1, 234, 567). As a regex: the run's head
- * only where a run starts (the lookahead reads the run once), then threes.
+ * cut into its first one or two, then threes (1234567: 1, 234, 567), what comes before a run
+ * staying with its first cut ("x 12345": "x 12", "345"; the text after the last run is one
+ * piece). As a regex: other characters, then the run's head only where a run starts (its
+ * lookahead reads the run once) or three digits; what follows the last run, whole.
  */
-const DIGIT_GROUPS = "(?<!\\p{N})\\p{N}{1,2}(?=(?:\\p{N}{3})*(?!\\p{N}))|\\p{N}{3}";
+const DIGIT_GROUPS = "\\P{N}*(?:(?<!\\p{N})\\p{N}{1,2}(?=(?:\\p{N}{3})*(?!\\p{N}))|\\p{N}{3})|\\P{N}+";
 /** afmoe's second pattern: CJK and other Asian scripts, as llama-vocab.cpp lists them (its 豈 is U+8C48) */
 const AFMOE_ASIAN = "[\\u4e00-\\u9fff\\u3400-\\u4dbf\\u8c48-\\ufaff\\u3040-\\u309f\\u30a0-\\u30ff\\uff65-\\uff9f\\u2f00-\\u2fdf\\u0e40-\\u0e7f\\u0e80-\\u0eff\\u1780-\\u17ff\\u1000-\\u109f\\uaa60-\\uaa7f\\ua9e0-\\ua9ff\\uac00-\\ud7af\\u1100-\\u11ff]+";
 /** tiny_aya's (cohere2moe's) second pattern: o200k's tokenizer.json one, its cased letters any letter or mark under llama.cpp's regex (as youtu's) */
@@ -248,6 +250,16 @@ const TINY_AYA = `[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+${CONTRACTIONS}?|\\p{N}{1
  */
 const SUPERBPE_LEAD = "(?:[^0-9]|[0-9]{1,2}(?![0-9]))*(?:[0-9]{1,2}(?=(?:[0-9]{3})+(?![0-9])))?";
 const SUPERBPE_CUTS = `(?:^(?=(?:[0-9]{3})+(?![0-9]))|(?<=[^]))[0-9]{3}(?:(?![0-9])${SUPERBPE_LEAD})?|^${SUPERBPE_LEAD}`;
+/**
+ * jais-2's regex is llama3's with white space taken in chunks, `\s{512}(?!\S)|\s{256}(?!\S)|...|
+ * \s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}` after `\s*[\r\n]+`, and that alternative read the rest of a
+ * run at every chunk (quadratic). The chunks cover just what llama3's `\s+(?!\S)` and `\s+` take
+ * (the other alternatives come first in both), so jais-2 is llama3's split, then each white space
+ * piece without a line break cut into the chunks (the one with a break, llama3's `\s*[\r\n]+`,
+ * ends with it and is left whole, read once from its start; other pieces hold no chunk).
+ */
+const JAIS2_CHUNK = `[^${NS}\\r\\n]`;
+const JAIS2_CHUNKS = `^${JAIS2_CHUNK}*[\\r\\n][^]*|${[512, 256, 128, 64, 32, 16, 8, 4].map((n) => `${JAIS2_CHUNK}{${n}}(?!${NS})`).join("|")}|${JAIS2_CHUNK}{1,2}(?!${NS})`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -289,6 +301,7 @@ const PATTERNS: Record<string, string[]> = {
   afmoe: [DIGIT_GROUPS, AFMOE_ASIAN, DEEPSEEK_V3],
   "tiny_aya": [DIGIT_GROUPS, TINY_AYA],
   superbpe: [classRun("", "\\p{N}"), SUPERBPE_CUTS],
+  "jais-2": [LLAMA3, JAIS2_CHUNKS],
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -310,7 +323,7 @@ const PRE_FAMILY: Record<string, string> = {
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
   laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
-  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe",
+  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe", "jais-2": "jais-2",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
