@@ -99,7 +99,7 @@ const PRE_NAMES = [
   "hunyuan-dense", "joyai-llm", "deepseek-v3", "mellum2", "starcoder", "llama-bpe", "default",
   "qwen35", "seed-coder", "bailingmoe", "bailingmoe2", "llada-moe", "laguna", "youtu",
   "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano", "glm4", "minicpm5",
-  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe", "superbpe", "jais-2",
+  "kimi-k2", "exaone-moe", "afmoe", "tiny_aya", "cohere2moe", "superbpe", "jais-2", "granite-embed-multi-97m",
 ];
 
 test("every pre-tokenizer name tsllm knows splits as llama.cpp's (node-llama-cpp, vocab-only GGUF, a vocabulary whose merges cross every cut)", async () => {

@@ -21,12 +21,12 @@ const DEFAULT_IDS: Record<Model, { bos?: number; eos?: number; unk?: number; sep
 /** Pre-tokenizers for which llama.cpp's vocabulary loader turns on add_bos / ignore_merges (llama-vocab.cpp, per name). */
 const LLAMA3_NAMES = ["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"];
 const ADD_BOS_PRE = new Set([...LLAMA3_NAMES, "tekken", "chameleon"]);
-const IGNORE_MERGES_PRE = new Set([...LLAMA3_NAMES, "tekken", "youtu", "minicpm5"]);
+const IGNORE_MERGES_PRE = new Set([...LLAMA3_NAMES, "tekken", "youtu", "minicpm5", "granite-embed-multi-97m"]);
 /** Pre-tokenizers for which llama.cpp has no default BOS (only the file's tokenizer.ggml.bos_token_id). */
 const NO_DEFAULT_BOS_PRE = new Set(["chatglm-bpe", "glm4"]);
 /** `tokenizer.ggml.pre` names llama.cpp knows whose splitting tsllm does not have (llama-vocab.cpp) */
 const LLAMA_CPP_ONLY_PRE = new Set([
-  "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace", "granite-embed-multi-97m",
+  "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace",
 ]);
 
 /**

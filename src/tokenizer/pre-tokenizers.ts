@@ -260,6 +260,13 @@ const SUPERBPE_CUTS = `(?:^(?=(?:[0-9]{3})+(?![0-9]))|(?<=[^]))[0-9]{3}(?:(?![0-
  */
 const JAIS2_CHUNK = `[^${NS}\\r\\n]`;
 const JAIS2_CHUNKS = `^${JAIS2_CHUNK}*[\\r\\n][^]*|${[512, 256, 128, 64, 32, 16, 8, 4].map((n) => `${JAIS2_CHUNK}{${n}}(?!${NS})`).join("|")}|${JAIS2_CHUNK}{1,2}(?!${NS})`;
+/**
+ * granite-embed-multi-97m's (LLAMA_VOCAB_PRE_TYPE_GRANITE_EMB_MULTI): llama.cpp's "gpt-4o" with a
+ * combining mark as both an upper and a lower letter, so marks stay with the letters they follow
+ */
+const GRANITE_UPPER = "(?:[^\\P{L}a-z]|\\p{M})", GRANITE_LOWER = "(?:[^\\P{L}A-Z]|\\p{M})";
+const GRANITE_EMB_MULTI = `[^\\r\\n\\p{L}\\p{N}]?${GRANITE_UPPER}*${GRANITE_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${GRANITE_UPPER}+${GRANITE_LOWER}*${CONTRACTIONS}?|` +
+  `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -302,6 +309,7 @@ const PATTERNS: Record<string, string[]> = {
   "tiny_aya": [DIGIT_GROUPS, TINY_AYA],
   superbpe: [classRun("", "\\p{N}"), SUPERBPE_CUTS],
   "jais-2": [LLAMA3, JAIS2_CHUNKS],
+  "granite-embed-multi-97m": [GRANITE_EMB_MULTI],
   chameleon: [SENTINEL, bounded("(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", 12), bounded("([\\t\\n]|    |  )", 5), classRun("", "\\p{N}", ""), classRun("", "[\\p{P}!-/:-@\\[-`{-~]", ""), GPT2],
 };
 
@@ -323,7 +331,7 @@ const PRE_FAMILY: Record<string, string> = {
   viking: "viking", tekken: "tekken", chameleon: "chameleon",
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
   laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
-  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe", "jais-2": "jais-2",
+  "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe", "jais-2": "jais-2", "granite-embed-multi-97m": "granite-embed-multi-97m",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 
