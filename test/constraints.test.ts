@@ -367,7 +367,7 @@ test("beam search under a JSON Schema: every returned beam is valid JSON under i
 
 test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
   await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
-  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "string", not: { minLength: 2 } } } } }), /jsonSchema: #\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/);
+  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "object", not: { required: ["b"] } } } } }), /jsonSchema: #\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/);
   await assert.rejects(model.generate("x", { regex: "a(b" }), /regex: regex "a\(b", at 3: an unterminated group/);
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
   // with speculative decoding a grammar holds as without it

@@ -178,7 +178,10 @@ export function stringLanguageGbnf(lang: StringLanguage, prefix: string, maxRule
         return sets.some((s) => s < 0) ? null : sets;
       });
       const to = idOf({ p: np, g: ng, k: Math.min(k + 1, cap) });
-      out.set(to, [...(out.get(to) ?? []), c]);
+      // (appended in place: a copy per piece made this quadratic in the pieces, seconds for a class of many characters)
+      const into = out.get(to);
+      if (into) into.push(c);
+      else out.set(to, [c]);
     }
   }
   // the states from which a string of the language can still end
