@@ -198,8 +198,8 @@ const GPT4O = `[^\\r\\n\\p{L}\\p{N}]?${LCPP_UPPER}*${LCPP_LOWER}+${CONTRACTIONS}
   `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
 /*
  * Patterns of shapes the windowed search does not know (searched a piece at a time), as
- * llama-vocab.cpp writes them, each linear in its piece (jais-2's cascade of `\s{512}(?!\S)`...
- * after `\s*[\r\n]+` is not: 400K spaces took 0.3 s, so it stays unknown). Under llama.cpp's regex
+ * llama-vocab.cpp writes them or respelled to be, each linear in its piece (jais-2's cascade of
+ * `\s{512}(?!\S)`... after `\s*[\r\n]+` was not, and is two patterns: JAIS2_CHUNKS). Under llama.cpp's regex
  * `\p{Lu}` and its kin mean any letter (its text has one stand-in byte per category), so youtu's
  * tekken-like letters are `[\p{L}\p{M}]`.
  */
