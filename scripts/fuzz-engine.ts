@@ -6,7 +6,9 @@
 // prompt logprobs, stop strings (some across token boundaries of what the request says alone) and
 // stop tokens, penalties (repeat, presence, frequency) and logit biases, grammar / JSON Schema /
 // regex / choice constraints, beam search and speculative decoding (prompt lookup, the model
-// drafting for itself, or another model of its vocabulary: its own draft pool and cache types). Checked per request: every choice's tokens, text,
+// drafting for itself, or another model of its vocabulary: its own draft pool and cache types; each
+// draft pool planned as serve plans it, so a drafting request may find no room for a round and
+// decode plainly until a later round finds it). Checked per request: every choice's tokens, text,
 // finish reason and logprobs equal the solo run's (bit for bit: a row's logits do not depend on
 // the rows beside it); an aborted one's tokens are a prefix of its solo tokens. Checked before
 // every pass: each pool block's reference count is the number of live sequences holding it;
@@ -26,7 +28,8 @@
 // recomputed as a group (the prompt once, the choices forking off it again): each choice must
 // still be its solo one. Beam searches are preempted and recomputed as a unit too (their beams'
 // tokens, text and order as alone, scores within 1e-4), and speculative requests, a draft model's
-// cache with them (the same rounds, proposals and acceptances as alone).
+// cache with them (the same rounds, proposals and acceptances as alone, where no round of theirs
+// found the draft's pool full: then greedy ones still their solo tokens, sampled ones unchecked).
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -158,6 +161,8 @@ interface Case {
   admission: Admission;
   burst: boolean;
   jobs: Job[];
+  /** the context the batch engine plans the draft models' KV pools for (planDraftCache): serve's, or less so rounds find no room */
+  draftContext: number;
 }
 
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
@@ -281,7 +286,10 @@ async function makeCase(rng: Rng): Promise<Case> {
   const maxSequences = int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8);
   // (a burst's budget seldom tiny: decodes take it first, so with 1 or 2 tokens a step the others' prompts wait for them to end)
   const maxBatchTokens = pick(rng, burst ? [2, 16, 33, 64, 128] : [1, 2, 5, 16, 33, 64, 128]);
-  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs };
+  // the context the draft pools are planned for: serve's (the whole context) or less, a pool that
+  // concurrent drafting requests (or a long one alone) outgrow, so rounds find no room and later find it again
+  const draftContext = chance(rng, 0.3) ? CONTEXT : int(rng, 32, CONTEXT / 2);
+  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -400,6 +408,16 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   engine = new Engine(hooked, tokenizer, { contextSize: CONTEXT, kvCacheBytes: c.kvBlocks * 16 * c.target.model.engine.bytesPerToken, maxSequences: c.maxSequences, maxBatchTokens: c.maxBatchTokens, sliceMs: 0, cacheReplies: false, admission: c.admission });
   // the model drafting for itself drafts through the hooked object: its passes queue on the one model with the engine's
   const batchJobs = c.jobs.map((j): Job => (j.draft === c.target && j.params.decoding.kind === "speculative" ? { ...j, params: { ...j.params, decoding: { ...j.params.decoding, draft: hooked } } } : j));
+  // each draft model's KV pool planned as serve plans it (loadDraftBeside: a context and a round of
+  // the most tokens its requests propose, which serve holds them to), of the case's draftContext:
+  // the drafting requests share it, and a round it has no room for proposes nothing (plain decoding)
+  // until a later one finds room
+  const rounds = new Map<LanguageModel, number>();
+  for (const j of batchJobs) {
+    const d = j.params.decoding;
+    if (d.kind === "speculative" && d.draft) rounds.set(d.draft, Math.max(rounds.get(d.draft) ?? 1, d.draftTokens ?? 1));
+  }
+  for (const [draft, draftTokens] of rounds) engine.planDraftCache(draft, draftTokens, c.draftContext);
   submitDue();
   // arrivals past the last pass (nothing left running) come now, one pass's worth at a time
   const deadline = Date.now() + opts.timeoutS * 1000;
@@ -432,6 +450,8 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   preemptedBeams += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "beam").length;
   preemptedSpeculative += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.params.decoding.kind === "speculative").length;
   preemptedDrafting += got.filter((g, i) => g.preemptions > 0 && c.jobs[i]!.draft !== undefined).length;
+  draftFallbacks += engine.stats.draftFallbacks;
+  draftResumes += engine.stats.draftResumes;
   if (scheduler && (scheduler.waiting.length > 0 || scheduler.running.length > 0)) defects.push(`settled with ${scheduler.waiting.length} waiting, ${scheduler.running.length} running`);
   if (pool && pool.stats.blocksInUse !== 0) defects.push(`leak: ${pool.stats.blocksInUse} blocks still in use after every request settled (${auditRefs(engine) || "no live sequence holds them"})`);
   for (const draft of new Set(batchJobs.map((j) => (j.params.decoding.kind === "speculative" ? j.params.decoding.draft : undefined)))) {
@@ -494,10 +514,16 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   if (got.error !== undefined) return `failed in the batch: ${(got.error as Error).stack ?? String(got.error)}`;
   const a = got.outcome!, b = solo.outcome!;
   if (a.choices.length !== b.choices.length) return `${a.choices.length} choices, solo ${b.choices.length}`;
+  // rounds that found no room in the draft's planned pool proposed nothing (the solo run's pool, of
+  // no plan, always has room): greedy tokens are still the solo ones, the rounds and proposals not;
+  // a sampled request's draws then follow other rounds (as exact a sample, not the same one)
+  const fellBack = (a.extra.speculative?.fallbackRounds ?? 0) > 0;
+  const sampledFallback = fellBack && job.params.sampling.temperature !== 0;
   for (let i = 0; i < a.choices.length; i++) {
     const x = a.choices[i]!, y = b.choices[i]!;
     const aborted = x.finishReason === "abort";
     if (aborted && !got.aborted) return `choice ${i} finished "abort" but its request was not aborted`;
+    if (sampledFallback) continue;
     if (aborted) {
       if (job.params.decoding.kind === "beam") continue; // beam search emits its best hypothesis so far: not a prefix of the solo one
       if (!isPrefix(x.completionTokens, y.completionTokens)) return `choice ${i} (aborted): tokens ${JSON.stringify(x.completionTokens)} are not a prefix of solo ${JSON.stringify(y.completionTokens)}`;
@@ -516,7 +542,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
       return `beams differ${got.preemptions > 0 ? " (preempted: tokens, text, order, scores within 1e-4)" : ""}: ${JSON.stringify(a.extra.beams)?.slice(0, 300)} vs ${JSON.stringify(b.extra.beams)?.slice(0, 300)}`;
     }
     // the same rounds, proposals and acceptances: each proposal verified once, as alone
-    if (JSON.stringify(a.extra.speculative) !== JSON.stringify(b.extra.speculative)) return `speculative stats ${JSON.stringify(a.extra.speculative)}, solo ${JSON.stringify(b.extra.speculative)}`;
+    if (!fellBack && JSON.stringify(a.extra.speculative) !== JSON.stringify(b.extra.speculative)) return `speculative stats ${JSON.stringify(a.extra.speculative)}, solo ${JSON.stringify(b.extra.speculative)}`;
   }
   // the events say the same as the outcome: each choice's tokens in order, one end each
   for (let i = 0; i < a.choices.length; i++) {
@@ -529,7 +555,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
-let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0, preemptedDrafting = 0;
+let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0, preemptedDrafting = 0, draftFallbacks = 0, draftResumes = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
@@ -555,7 +581,7 @@ for (let k = first; k <= last; k++) {
     }
   }
   solos.clear();
-  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, admission ${c.admission}${c.burst ? ", a burst" : ""}; ${preemptions - preemptedBefore} preemptions)`;
+  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, draft context ${c.draftContext}, admission ${c.admission}${c.burst ? ", a burst" : ""}; ${preemptions - preemptedBefore} preemptions)`;
   if (opts.verbose) console.log(`${head}\n${c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n")}`);
   if (defects.length > 0) {
     defectsTotal += defects.length;
@@ -564,5 +590,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), ${draftFallbacks} draft-pool fallbacks (${draftResumes} drafting again), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

@@ -525,7 +525,8 @@ test("serve --draft-model: one memory plan with the model's --kv-memory pool, wh
   assert.ok(resident && Number(resident[1]) * 1e6 >= weights, over.stderr);
   const s = await spawnServe(args, { env: envWith(model + draftPlan) });
   try {
-    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with /);
+    // the draft's KV pool stated as the plan counts it: a context and a block (528 positions)
+    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with .*m\.gguf \(its KV pool 528 tokens, [\d.]+ [kMG]?B\)/);
   } finally {
     s.child.kill("SIGTERM");
     await s.exited;
@@ -556,7 +557,8 @@ test("serve --draft-tokens 24: the draft cache in the plan holds the context and
   assert.match(refused.stderr, /\ntsllm: error: --draft-model .*m\.gguf: needs [\d.]+ [kMG]?B \(weights [\d.]+ [kMG]?B F32 \+ scratch [\d.]+ [kMG]?B \+ its draft cache of 544 tokens [\d.]+ [kMG]?B\), but of the [\d.]+ [kMG]?B free, /);
   const s = await spawnServe(args, { env: envWith(model + draftPlan) });
   try {
-    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with /);
+    // the draft's KV pool stated as the plan counts it (the 544 tokens above)
+    assert.match(s.stderr(), /ready: .*, 2048 KV tokens, drafting with .*m\.gguf \(its KV pool 544 tokens, [\d.]+ [kMG]?B\)/);
   } finally {
     s.child.kill("SIGTERM");
     await s.exited;

@@ -6,6 +6,7 @@ import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeF
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
 import { downloadInProgress, resolveInterruptibly } from "./interrupt.js";
+import { formatBytes } from "../units/index.js";
 
 export const serveHelp = `Usage: tsllm serve --model MODEL [options]
 
@@ -176,7 +177,12 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   const { model } = loaded;
   if ("embed" in model) process.stderr.write(`tsllm serve: ready: embeddings from ${model.info.hfArchitecture}, ${model.dimensions} dimensions, up to ${model.maxTokens} tokens an input\n`);
-  else process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens${draftRef === undefined ? "" : `, drafting with ${draftRef}`} (load ${model.loadMs.toFixed(0)} ms)\n`);
+  else {
+    // the draft's KV pool as planned (a context and a round's proposal), which its requests share: one finding no room drafts nothing that round
+    const pool = draft && model.engine.draftPoolPlan((await draft).languageModel);
+    const drafting = draftRef === undefined ? "" : `, drafting with ${draftRef}${pool ? ` (its KV pool ${pool.tokens} tokens, ${formatBytes(pool.bytes)})` : ""}`;
+    process.stderr.write(`tsllm serve: ready: ${model.info.architecture}, context ${model.contextSize}, ${model.engine.maxSequences} parallel sequences, ${model.engine.stats.kvCapacityTokens} KV tokens${drafting} (load ${model.loadMs.toFixed(0)} ms)\n`);
+  }
   const signal = await stopped;
   process.stderr.write(`tsllm serve: ${signal}: draining the requests in flight (up to ${graceMs} ms)\n`);
   await server.close(graceMs);

@@ -109,13 +109,18 @@ export interface EngineStats {
    * requests (see draftCache)
    */
   readonly draftKvBytes: number;
+  /** of those pools' blocks, the bytes that requests' draft caches hold now */
+  readonly draftKvUsedBytes: number;
   /** of those pools' blocks, the most that requests' draft caches held at once (each pool's peak, summed) */
   readonly draftKvPeakBytes: number;
   /**
-   * speculative requests that went on without drafting (plain decoding, the same tokens when
-   * greedy) because the draft model's pool had no room for a round: concurrent requests held it
+   * times a speculative request went on without drafting (plain decoding, the same tokens when
+   * greedy) because the draft model's pool had no room for a round: concurrent requests held it.
+   * Each round tries again; a request counts once per stretch of rounds without room
    */
   readonly draftFallbacks: number;
+  /** times such a request found room again and drafted on (its draft caught up on the tokens accepted meanwhile) */
+  readonly draftResumes: number;
 }
 
 const GiB = 2 ** 30;
@@ -141,9 +146,10 @@ export class Engine {
   private readonly draftPools = new WeakMap<LanguageModel, KVBlockPool>();
   /** the draft pools, for stats (weakly: a pool lives as long as its draft model) */
   private readonly draftPoolRefs: WeakRef<KVBlockPool>[] = [];
-  /** per draft model, the tokens a round proposes that its pool is planned for (planDraftCache) */
-  private readonly draftPlans = new WeakMap<LanguageModel, number>();
+  /** per draft model, the tokens a round proposes and the context that its pool is planned for (planDraftCache) */
+  private readonly draftPlans = new WeakMap<LanguageModel, { draftTokens: number; contextSize: number }>();
   private draftFallbacks = 0;
+  private draftResumes = 0;
   /** compiled constraint grammars by spec (a few, most recent last) */
   private readonly grammars = new Map<string, Grammar>();
   private rowsComputed = 0;
@@ -254,11 +260,15 @@ export class Engine {
       draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed,
       draftTokensProposed: this.draftTokensProposed, draftTokensAccepted: this.draftTokensAccepted, draftRounds: this.draftRounds, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
+      draftKvUsedBytes: this.draftPoolRefs.reduce((sum, r) => {
+        const p = r.deref();
+        return sum + (p ? p.stats.blocksInUse * (p.byteLength / p.blockCount) : 0);
+      }, 0),
       draftKvPeakBytes: this.draftPoolRefs.reduce((sum, r) => {
         const p = r.deref();
         return sum + (p ? p.stats.peakBlocksInUse * (p.byteLength / p.blockCount) : 0);
       }, 0),
-      draftFallbacks: this.draftFallbacks,
+      draftFallbacks: this.draftFallbacks, draftResumes: this.draftResumes,
     };
   }
 
@@ -268,11 +278,27 @@ export class Engine {
    * or kvCacheBytes where less. Concurrent speculative requests share that pool and never grow it:
    * one it has no room for decodes without drafting. Without a plan (a library caller's draft
    * model) the pool grows with the requests up to kvCacheBytes, which admission keeps their draft
-   * rows within; a pool already made keeps its size.
+   * rows within; a pool already made keeps its size. `contextSize`: the context the plan counts
+   * (default the engine's; a smaller one makes a smaller pool, whose requests find no room sooner).
    */
-  planDraftCache(draft: LanguageModel, draftTokens: number): void {
+  planDraftCache(draft: LanguageModel, draftTokens: number, contextSize = this.contextSize): void {
     if (!Number.isInteger(draftTokens) || draftTokens < 1) throw new OptionError(`draftTokens must be an integer >= 1, got ${shownValue(draftTokens)}`, "draftTokens");
-    this.draftPlans.set(draft, draftTokens);
+    if (!Number.isInteger(contextSize) || contextSize < 1) throw new OptionError(`contextSize must be an integer >= 1, got ${shownValue(contextSize)}`, "contextSize");
+    this.draftPlans.set(draft, { draftTokens, contextSize });
+  }
+
+  /**
+   * The size of `draft`'s KV pool as planned (planDraftCache), in positions and bytes, allocated
+   * or not yet (its first request allocates it); undefined without a plan. What `tsllm serve`'s
+   * ready line states.
+   */
+  draftPoolPlan(draft: LanguageModel): { tokens: number; bytes: number } | undefined {
+    const planned = this.draftPlans.get(draft);
+    if (planned === undefined) return undefined;
+    const budget = this.capacityBlocks() * DEFAULT_BLOCK_SIZE * this.bytesPerToken;
+    const blockBytes = kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
+    const blocks = Math.max(1, Math.min(draftPoolPositions(planned.contextSize, planned.draftTokens, DEFAULT_BLOCK_SIZE) / DEFAULT_BLOCK_SIZE, Math.floor(budget / blockBytes)));
+    return { tokens: blocks * DEFAULT_BLOCK_SIZE, bytes: blocks * blockBytes };
   }
 
   /**
@@ -660,7 +686,7 @@ export class Engine {
           const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, params.preservedTokens), params.ignoreEos ? new Set<number>() : endIds) : undefined;
           return {
             maxTokens: room, draft: draft && queuedPasses(draft), draftCache: draft && ((positions) => this.draftCache(draft, positions)), draftTokens, promptLookup: d.promptLookup, endIds,
-            onDraftFull: () => void this.draftFallbacks++,
+            onDraftFull: () => void this.draftFallbacks++, onDraftResumed: () => void this.draftResumes++,
             choose: (logits, history) => sampler.sample(logits, history), sampling, constraint,
           };
         }, draftTokens, room, makeSequence, draftPoolBlocks, draft);
@@ -691,9 +717,7 @@ export class Engine {
         // kvCacheBytes, concurrent requests grew it to the whole budget beside the target's pool,
         // past the draft cache the memory plan counts (docs/engine.md). Allocated whole, it leaves
         // no outgrown arrays behind (a wasm memory keeps them); within kvCacheBytes as before
-        const blockBytes = kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
-        const blocks = Math.max(1, Math.min(draftPoolPositions(this.contextSize, planned, DEFAULT_BLOCK_SIZE) / DEFAULT_BLOCK_SIZE, Math.floor(budget / blockBytes)));
-        pool = draft.createCache(blocks * DEFAULT_BLOCK_SIZE).pool;
+        pool = draft.createCache(this.draftPoolPlan(draft)!.tokens).pool;
         pool.limitBytes(pool.byteLength);
       }
       this.draftPools.set(draft, pool);

@@ -25,8 +25,11 @@
  * not yet run through the target. The target cache always holds seq minus cur; rejected draft
  * rows are dropped with truncate(). The draft cache holds some prefix of seq and catches up
  * before drafting; a round reserves the draft rows it may write first, and where the draft's pool
- * has no room for them (its size is planned, and concurrent requests share it) the run drops its
- * draft cache and proposes nothing from then on: plain decoding, one token a target pass.
+ * has no room for them (its size is planned, and concurrent requests share it) the run gives its
+ * draft rows back and proposes nothing that round: plain decoding, one token a target pass. Each
+ * round tries again (drafting is per round, as in vLLM and llama-server): once the pool has room
+ * (another request ended) the draft catches up on every token accepted meanwhile, in one chunk
+ * (from the start: its rows were given back), and proposes again.
  */
 import type { KVCache } from "../cache/index.js";
 import type { LanguageModel } from "../models/index.js";
@@ -76,11 +79,14 @@ export interface SpeculativeOptions {
    */
   draftCache?: (positions: number) => KVCache;
   /**
-   * called once when the draft cache's pool has no room for a round's rows (a pool of a planned
-   * size, shared by concurrent requests): the run gives its draft rows back and goes on without
-   * drafting, as plain decoding, and its output is the same (greedy: token for token)
+   * called when the draft cache's pool has no room for a round's rows (a pool of a planned size,
+   * shared by concurrent requests) where the last round drafted: the run gives its draft rows back
+   * and proposes nothing, as plain decoding, until a round finds room; its output is the same
+   * (greedy: token for token)
    */
   onDraftFull?: () => void;
+  /** called when a round finds room in the draft's pool again after onDraftFull: the draft catches up on the tokens accepted meanwhile and proposes */
+  onDraftResumed?: () => void;
   /** longest n-gram prompt lookup matches (default 3) */
   promptLookup?: number;
   /** the target's greedy choice for a logits row given the history (prompt + output so far) */
@@ -111,6 +117,8 @@ export interface SpeculativeStats {
   acceptanceRate: number;
   /** generated tokens per target forward pass after the prefill */
   tokensPerTargetPass: number;
+  /** of the rounds, those that proposed nothing because the draft model's KV pool had no room for them (concurrent requests held it): plain decoding */
+  fallbackRounds: number;
 }
 
 export interface SpeculativeResult {
@@ -228,14 +236,14 @@ export class SpeculativeDecoder {
   ended = false;
   private readonly k: number;
   private readonly ngram: number;
-  private readonly stats = { rounds: 0, drafted: 0, accepted: 0 };
+  private readonly stats = { rounds: 0, drafted: 0, accepted: 0, fallbackRounds: 0 };
   private readonly dCache: KVCache | undefined;
   private proposal: number[] = [];
   /** with sampling, qs[i] is the draft distribution proposal[i] was drawn from (undefined: one-hot) */
   private qs: (Float64Array | undefined)[] = [];
   private kept = 0;
-  /** the draft's pool had no room for a round: no more drafting (the draft cache given back) */
-  private draftDropped = false;
+  /** the draft's pool had no room for the last round: it proposed nothing (its draft rows given back), and the next round tries again */
+  private draftWaiting = false;
 
   constructor(private readonly vocabSize: number, promptTokens: readonly number[], private readonly o: SpeculativeOptions) {
     validateSpeculative(o);
@@ -271,14 +279,10 @@ export class SpeculativeDecoder {
   /**
    * positions the draft cache may hold after the next verify and propose, at most: verify adds up
    * to k + 1 tokens to seq, propose catches the draft up on seq and runs k - 1 proposed tokens
+   * (a run whose last round found no room in the draft's pool too: the next may find it)
    */
   get draftLengthAfterRound(): number {
-    return this.draftDropped ? 0 : Math.min(this.seq.length + 2 * this.k, this.capacity);
-  }
-
-  /** whether the run went on without its draft model (its pool had no room for a round) */
-  get droppedDraft(): boolean {
-    return this.draftDropped;
+    return Math.min(this.seq.length + 2 * this.k, this.capacity);
   }
 
   /** tokens proposed per round at most */
@@ -312,13 +316,19 @@ export class SpeculativeDecoder {
     // the proposal keeps to the constraint too: a fork of the parse walks ahead with it
     const parse = this.o.constraint?.fork();
     // the round's draft rows, reserved before any pass: the draft catches up on seq and runs
-    // room - 1 proposed tokens (the last proposed one is never run through it)
-    if (this.o.draft && this.dCache && !this.draftDropped && !this.dCache.tryReserve(seq.length + room - 1 - this.dCache.length)) {
-      this.draftDropped = true;
-      this.dCache.free();
-      this.o.onDraftFull?.();
+    // room - 1 proposed tokens (the last proposed one is never run through it). Where the pool has
+    // no room the rows it holds go back (for the requests that hold the rest) and the round
+    // proposes nothing; a later round reserves them again and catches up from the start
+    const fits = !this.dCache || this.dCache.tryReserve(seq.length + room - 1 - this.dCache.length);
+    if (this.dCache && fits && this.draftWaiting) {
+      this.draftWaiting = false;
+      this.o.onDraftResumed?.();
     }
-    if (this.o.draft && this.dCache && this.draftDropped) {
+    if (this.o.draft && this.dCache && !fits) {
+      this.dCache.free();
+      if (!this.draftWaiting) this.o.onDraftFull?.();
+      this.draftWaiting = true;
+      this.stats.fallbackRounds++;
       this.proposal = [];
     } else if (this.o.draft && this.dCache) {
       const proposal: number[] = [];
@@ -425,7 +435,7 @@ export class SpeculativeDecoder {
     const s = this.stats;
     return {
       tokens: this.out, finishReason: this.finishReason,
-      stats: { ...s, acceptanceRate: s.drafted > 0 ? s.accepted / s.drafted : 0, tokensPerTargetPass: s.rounds > 0 ? this.out.length / s.rounds : 0 },
+      stats: { rounds: s.rounds, drafted: s.drafted, accepted: s.accepted, acceptanceRate: s.drafted > 0 ? s.accepted / s.drafted : 0, tokensPerTargetPass: s.rounds > 0 ? this.out.length / s.rounds : 0, fallbackRounds: s.fallbackRounds },
     };
   }
 

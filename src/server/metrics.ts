@@ -107,6 +107,12 @@ export class Metrics {
     metric("tsllm_draft_tokens_total", "counter", `Tokens proposed for the target to verify (by the draft model or prompt lookup), over the ${drafted}.`, [["", engine.draftTokensProposed]]);
     metric("tsllm_draft_tokens_accepted_total", "counter", `Proposed tokens the target accepted, over the ${drafted}.`, [["", engine.draftTokensAccepted]]);
     metric("tsllm_draft_rounds_total", "counter", `Speculative rounds (one verification of a proposal by the target each), over the ${drafted}.`, [["", engine.draftRounds]]);
+    // a draft model's KV pool is the size the memory plan counts (a context and a round's proposal), shared by the speculative
+    // requests: a round it has no room for proposes nothing (plain decoding) and the next tries again
+    metric("tsllm_draft_kv_bytes", "gauge", "Bytes the draft model's KV pool holds (its planned size, allocated by the first speculative request; 0 before).", [["", engine.draftKvBytes]]);
+    metric("tsllm_draft_kv_used_bytes", "gauge", "Bytes of the draft model's KV pool that speculative requests' draft caches hold now.", [["", engine.draftKvUsedBytes]]);
+    metric("tsllm_draft_fallbacks_total", "counter", "Times a speculative request decoded without drafting because the draft model's KV pool had no room for its round (once per stretch of such rounds; each round tries again).", [["", engine.draftFallbacks]]);
+    metric("tsllm_draft_resumes_total", "counter", "Times such a request found room again and drafted on (its draft cache computed again from its tokens).", [["", engine.draftResumes]]);
     metric("tsllm_requests_running", "gauge", "Requests the engine is running.", [["", engine.running]]);
     metric("tsllm_requests_waiting", "gauge", "Requests waiting for room in the engine.", [["", engine.waiting]]);
     // a request's blocks are given back when the engine ends it, before its answer's last bytes are
