@@ -465,7 +465,10 @@ function decodingOf(o: GenerateOptions, n: number): Decoding {
   if (o.draftModel !== undefined || o.promptLookup) {
     return { kind: "speculative", draft: o.draftModel?.languageModel, draftTokens: o.draftTokens, promptLookup: typeof o.promptLookup === "number" ? o.promptLookup : undefined };
   }
-  return { kind: "sample", n, ...(o.noRepeatNgramSize ? { noRepeatNgramSize: o.noRepeatNgramSize } : {}), ...(o.minNewTokens ? { minNewTokens: o.minNewTokens } : {}) };
+  const { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias } = o;
+  const bans = { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias };
+  // (an option left out, 0 or empty bans nothing)
+  return { kind: "sample", n, ...Object.fromEntries(Object.entries(bans).filter(([, v]) => v !== undefined && v !== 0 && !(Array.isArray(v) && v.length === 0))) };
 }
 
 /** aborts `controller` when `signal` does; returns the unlinking */

@@ -1,14 +1,14 @@
 import { totalMemoryBytes } from "../platform/host.js";
 import { DEFAULT_BLOCK_SIZE, KVBlockPool, KVCache, kvArrayBytesPerToken, kvBlocksPerBuffer, kvBytesForContext, kvBytesPerToken, type KVPoolStats, type KVStorage } from "../cache/index.js";
 import { DisposedError, formatBytes, OptionError, shownValue } from "../units/index.js";
-import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, validateTokenBans, type StopRules } from "../generation/index.js";
+import { createStopMatcher, Sequence, tokenLogprobs, type DraftPass, validateBeamOptions, validateLogprobs, validateMaxTokens, validateSpeculative, validateStopStrings, validateTokenBans, type StopRules, type TokenBans } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import { createSampler, infillVocabulary, Mt19937, resolveSamplingOptions, type InfillVocabulary } from "../sampling/index.js";
 import { ConstraintVocabulary, TokenConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { completionDecoder, completionText } from "./completion-text.js";
 import { RequestError } from "./errors.js";
-import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, defaultDraftTokens, draftPoolPositions, type RequestLimits } from "./request-checks.js";
+import { checkBannedTokens, checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkWidth, compileRequestConstraint, defaultDraftTokens, draftPoolPositions, type RequestLimits } from "./request-checks.js";
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
@@ -362,6 +362,7 @@ export class Engine {
       throw new RequestError((e as Error).message, "maxTokens");
     }
     checkStopTokens(params.stopTokens, limits.tokenIds);
+    if (params.decoding.kind === "sample") checkBannedTokens(params.decoding, limits.tokenIds);
     try {
       validateLogprobs(params.topLogprobs);
     } catch (e) {
@@ -777,7 +778,7 @@ export class Engine {
     const rules: StopRules = { maxTokens: p.maxTokens, contextSize: this.contextSize, endIds: this.endIds(p), ignoreEos: p.ignoreEos, topLogprobs: p.topLogprobs, logprobsAfterSampling: p.logprobsAfterSampling ?? false, ...(p.lineLimits ? { lineLimits: p.lineLimits } : {}) };
     const sampler = createSampler({ ...p.sampling, seed: (p.sampling.seed + choice) % 2 ** 32 }, this.infillVocabulary);
     const constraint = grammar ? new TokenConstraint(grammar, ConstraintVocabulary.of(this.tokenizer, p.preservedTokens), p.ignoreEos ? new Set() : rules.endIds) : undefined;
-    const bans = p.decoding.kind === "sample" ? { noRepeatNgramSize: p.decoding.noRepeatNgramSize, minNewTokens: p.decoding.minNewTokens } : {};
+    const bans: TokenBans = p.decoding.kind === "sample" ? p.decoding : {};
     return new Sequence(p.promptTokens, sampler, createStopMatcher(p.stop), completionDecoder(this.tokenizer, p.promptTokens, p.preservedTokens), rules, constraint, bans);
   }
 

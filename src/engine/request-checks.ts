@@ -7,7 +7,7 @@
  * with the limits the worker sent at load, so that such a request throws at the call of stream()
  * as Model.stream does, not at its first step.
  */
-import { speculativePositions } from "../generation/index.js";
+import { speculativePositions, type TokenBans } from "../generation/index.js";
 import { compileConstraint, type ConstraintSpec, type Grammar } from "../sampling/constraints/index.js";
 import { shownValue } from "../units/index.js";
 import { RequestError } from "./errors.js";
@@ -66,6 +66,17 @@ export function checkStopTokens(stopTokens: readonly number[], tokenIds: number)
   stopTokens.forEach((t, i) => {
     if (!Number.isInteger(t) || t < 0 || t >= tokenIds) throw new RequestError(`stopTokens[${i}]: token id ${shownValue(t)} is outside the vocabulary [0, ${tokenIds})`, "stopTokens");
   });
+}
+
+/** a sampled request's banned and biased token ids (suppressTokens, badWordsIds ...) against the vocabulary, as SequenceBiasLogitsProcessor checks its ids */
+export function checkBannedTokens(bans: TokenBans, tokenIds: number): void {
+  const lists: [string, readonly (readonly number[])[]][] = [
+    ["suppressTokens", [bans.suppressTokens ?? []]], ["beginSuppressTokens", [bans.beginSuppressTokens ?? []]],
+    ["badWordsIds", bans.badWordsIds ?? []], ["sequenceBias", (bans.sequenceBias ?? []).map(([seq]) => seq)],
+  ];
+  for (const [name, seqs] of lists) {
+    for (const seq of seqs) for (const t of seq) if (t >= tokenIds) throw new RequestError(`${name}: token id ${shownValue(t)} is outside the vocabulary [0, ${tokenIds})`, name);
+  }
 }
 
 /** the biased ids against the logits' rows, as the sampler applies them (checked before the prefill, not where the first token is sampled) */

@@ -1,5 +1,5 @@
 import type { ConstraintSpec } from "../sampling/constraints/index.js";
-import type { FinishReason, GenerationResult, GenerationStep, LineLimits, PromptLogprobs, TokenLogprob } from "../generation/index.js";
+import type { FinishReason, GenerationResult, GenerationStep, LineLimits, PromptLogprobs, TokenBans, TokenLogprob } from "../generation/index.js";
 import type { LanguageModel } from "../models/index.js";
 import type { SamplingOptions } from "../sampling/index.js";
 import type { RunningSequence } from "./running-sequence.js";
@@ -7,13 +7,9 @@ import type { ChoiceOutcome, Strategy, StrategyRequest } from "./strategy.js";
 
 /** how a request chooses its tokens */
 export type Decoding =
-  | {
+  | ({
       readonly kind: "sample"; readonly n: number;
-      /** tokens completing an n-gram already in the sequence are banned (0 or none: no ban) */
-      readonly noRepeatNgramSize?: number;
-      /** the end-of-generation tokens are banned until this many tokens are generated */
-      readonly minNewTokens?: number;
-    }
+    } & TokenBans)
   | {
       readonly kind: "beam"; readonly numBeams: number; readonly lengthPenalty?: number; readonly earlyStopping?: boolean | "never";
       readonly numReturnSequences?: number; readonly noRepeatNgramSize?: number;

@@ -19,19 +19,52 @@ export function validateMaxTokens(maxTokens: unknown): void {
   if (!Number.isInteger(maxTokens) || (maxTokens as number) < 0) throw new OptionError(`maxTokens must be a non-negative integer, got ${shownValue(maxTokens)}`, "maxTokens");
 }
 
+/** the token-ban options: a decoding other than sampling (greedy included) is refused them when set */
+const TOKEN_BANS = ["noRepeatNgramSize", "minNewTokens", "suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
+
+/** throws an OptionError naming `name` unless `ids` is an array of token ids (whole numbers >= 0) */
+function checkTokenIds(ids: unknown, name: string): void {
+  if (!Array.isArray(ids)) throw new OptionError(`${name} must be an array of token ids, got ${shownValue(ids)}`, name);
+  ids.forEach((id: unknown) => {
+    if (!Number.isSafeInteger(id) || (id as number) < 0) throw new OptionError(`${name} must hold token ids (integers >= 0), got ${shownValue(id)}`, name);
+  });
+}
+
 /**
- * noRepeatNgramSize and minNewTokens: whole numbers >= 0, given only to a decoding that applies
- * them (speculative decoding's accepted tokens are not sampled one row at a time; beam search
- * applies noRepeatNgramSize only)
+ * noRepeatNgramSize and minNewTokens: whole numbers >= 0; suppressTokens, beginSuppressTokens:
+ * token ids; badWordsIds: non-empty token sequences; sequenceBias: [non-empty token sequence,
+ * finite bias] pairs (transformers' processors refuse the same). Given only to a decoding that
+ * applies them (speculative decoding's accepted tokens are not sampled one row at a time; beam
+ * search applies noRepeatNgramSize only)
  */
-export function validateTokenBans(o: Pick<GenerateOptions, "noRepeatNgramSize" | "minNewTokens">, decoding: "sample" | "beam" | "speculative"): void {
+export function validateTokenBans(o: Pick<GenerateOptions, (typeof TOKEN_BANS)[number]>, decoding: "sample" | "beam" | "speculative"): void {
   for (const name of ["noRepeatNgramSize", "minNewTokens"] as const) {
     const v = o[name];
     if (v === undefined) continue;
     if (!Number.isInteger(v) || v < 0) throw new OptionError(`${name} must be an integer >= 0, got ${shownValue(v)}`, name);
-    if (v === 0) continue;
+  }
+  if (o.suppressTokens !== undefined) checkTokenIds(o.suppressTokens, "suppressTokens");
+  if (o.beginSuppressTokens !== undefined) checkTokenIds(o.beginSuppressTokens, "beginSuppressTokens");
+  if (o.badWordsIds !== undefined) {
+    if (!Array.isArray(o.badWordsIds)) throw new OptionError(`badWordsIds must be an array of token sequences, got ${shownValue(o.badWordsIds)}`, "badWordsIds");
+    for (const seq of o.badWordsIds) {
+      checkTokenIds(seq, "badWordsIds");
+      if (seq.length === 0) throw new OptionError("badWordsIds must hold non-empty token sequences, got []", "badWordsIds");
+    }
+  }
+  if (o.sequenceBias !== undefined) {
+    if (!Array.isArray(o.sequenceBias)) throw new OptionError(`sequenceBias must be an array of [token sequence, bias] pairs, got ${shownValue(o.sequenceBias)}`, "sequenceBias");
+    for (const pair of o.sequenceBias as readonly unknown[]) {
+      if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[1] !== "number" || !Number.isFinite(pair[1])) throw new OptionError(`sequenceBias must hold [token sequence, bias] pairs with a finite bias, got ${shownValue(pair)}`, "sequenceBias");
+      checkTokenIds(pair[0], "sequenceBias");
+      if ((pair[0] as unknown[]).length === 0) throw new OptionError("sequenceBias must hold non-empty token sequences, got []", "sequenceBias");
+    }
+  }
+  for (const name of TOKEN_BANS) {
+    const v = o[name];
+    if (v === undefined || v === 0 || (Array.isArray(v) && v.length === 0)) continue;
     if (decoding === "speculative") throw new OptionError(`${name} cannot be combined with speculative decoding (draftModel, promptLookup)`, name);
-    if (decoding === "beam" && name === "minNewTokens") throw new OptionError("minNewTokens cannot be combined with beam search (numBeams)", name);
+    if (decoding === "beam" && name !== "noRepeatNgramSize") throw new OptionError(`${name} cannot be combined with beam search (numBeams)`, name);
   }
 }
 

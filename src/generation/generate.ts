@@ -77,6 +77,24 @@ export interface GenerateOptions extends SamplingOptions {
    * speculative decoding
    */
   minNewTokens?: number;
+  /** token ids banned at every step (transformers' suppress_tokens, SuppressTokensLogitsProcessor); sampling and greedy */
+  suppressTokens?: readonly number[];
+  /** token ids banned at the first generated step only (transformers' begin_suppress_tokens); sampling and greedy */
+  beginSuppressTokens?: readonly number[];
+  /**
+   * token sequences never generated (transformers' bad_words_ids, NoBadWordsLogitsProcessor): a
+   * sequence's last token is banned where the tokens before it (the prompt's included) end with
+   * the rest of it; a one-token sequence is banned always, unless it is an end-of-generation token
+   * (transformers leaves EOS out); sampling and greedy
+   */
+  badWordsIds?: readonly (readonly number[])[];
+  /**
+   * [token sequence, bias] pairs (transformers' sequence_bias, SequenceBiasLogitsProcessor): the
+   * bias is added to a sequence's last token's logit where the tokens before it end with the rest
+   * of it (a one-token sequence: always), before the repetition penalty and the sampler;
+   * sampling and greedy
+   */
+  sequenceBias?: readonly (readonly [readonly number[], number])[];
   /** speculative decoding: a loaded draft model with the target's vocabulary (temperature > 0: speculative sampling) */
   draftModel?: { readonly languageModel: LanguageModel };
   /** speculative decoding: tokens proposed per round */
@@ -226,7 +244,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
-  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, draftModel: true, draftTokens: true,
+  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true,
 };
 

@@ -1,7 +1,7 @@
 export {
   checkGenerateOptions, constraintOf, samplingOptionsOf, usesStrategy, validateChoices, type Choice, type EndToken, type FinishDetail, type FinishReason, type GenerateOptions, type GenerationResult, type GenerationStep, type TokenStep, type EndStep,
 } from "./generate.js";
-export { Sequence, type StopRules } from "./sequence.js";
+export { Sequence, type StopRules, type TokenBans } from "./sequence.js";
 export { LineWatch, lineLimitsOf, type LineLimitHit, type LineLimits } from "./line-limits.js";
 export { cancelOnEarlyExit } from "./early-exit.js";
 export { checkGenerateRanges, validateMaxTokens, validateTokenBans } from "./check-ranges.js";

@@ -33,6 +33,23 @@ export interface TokenBans {
   readonly noRepeatNgramSize?: number;
   /** the end-of-generation tokens while fewer tokens than this are generated (MinNewTokensLengthLogitsProcessor); 0: none */
   readonly minNewTokens?: number;
+  /** banned at every step (SuppressTokensLogitsProcessor) */
+  readonly suppressTokens?: readonly number[];
+  /** banned at the first generated step (SuppressTokensAtBeginLogitsProcessor, its begin_index the prompt's length) */
+  readonly beginSuppressTokens?: readonly number[];
+  /** token sequences whose last token is banned where the sequence's other tokens end the history (NoBadWordsLogitsProcessor) */
+  readonly badWordsIds?: readonly (readonly number[])[];
+  /** [token sequence, bias]: the bias is added to the last token where the others end the history (SequenceBiasLogitsProcessor) */
+  readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
+}
+
+/** whether `history` ends with `seq`'s tokens but its last (a one-token `seq`: always) */
+function completes(history: readonly number[], seq: readonly number[]): boolean {
+  const prefix = seq.length - 1;
+  // SequenceBiasLogitsProcessor: a sequence longer than the history is ignored
+  if (seq.length > history.length) return prefix === 0;
+  for (let i = 0; i < prefix; i++) if (history[history.length - prefix + i] !== seq[i]) return false;
+  return true;
 }
 
 /**
@@ -103,17 +120,37 @@ export class Sequence {
   }
 
   /**
-   * `logits`, or a copy with the banned tokens at -Infinity (the caller's row is left as it is);
-   * logprobs then describe the distribution sampled from, as transformers' scores do
+   * `logits`, or a copy with the sequence biases added and the banned tokens at -Infinity (the
+   * caller's row is left as it is); logprobs then describe the distribution sampled from, as
+   * transformers' scores do. transformers adds sequence_bias first and bans after (a bias then a
+   * ban gives -Infinity either way); the repetition penalty, temperature and filters come after
+   * all of them, in the sampler, as _get_logits_processor orders its processors and warpers
    */
   private banned(logits: Float32Array): Float32Array {
-    const ngram = this.bans.noRepeatNgramSize ?? 0;
-    const holdEnd = this.completionTokens.length < (this.bans.minNewTokens ?? 0);
-    if (ngram === 0 && !holdEnd) return logits;
+    const { noRepeatNgramSize: ngram = 0, minNewTokens = 0, suppressTokens = [], beginSuppressTokens = [], badWordsIds = [], sequenceBias = [] } = this.bans;
+    const holdEnd = this.completionTokens.length < minNewTokens;
+    const first = this.completionTokens.length === 0;
+    if (ngram === 0 && !holdEnd && suppressTokens.length === 0 && !(first && beginSuppressTokens.length > 0) && badWordsIds.length === 0 && sequenceBias.length === 0) return logits;
     const ids = ngram > 0 ? bannedNgramTokens(this.tokens, ngram) : new Set<number>();
     if (holdEnd) for (const id of this.rules.endIds) ids.add(id);
-    if (ids.size === 0) return logits;
+    for (const id of suppressTokens) ids.add(id);
+    if (first) for (const id of beginSuppressTokens) ids.add(id);
+    for (const seq of badWordsIds) {
+      // NoBadWordsLogitsProcessor leaves out a bad word that is an EOS token alone
+      if (seq.length === 1 && this.rules.endIds.has(seq[0]!)) continue;
+      if (completes(this.tokens, seq)) ids.add(seq[seq.length - 1]!);
+    }
+    const biases = new Map<number, number>();
+    // as SequenceBiasLogitsProcessor: one-token sequences set their token's bias (a later pair for
+    // the same sequence replaces an earlier), longer ones add theirs where they are completed
+    const bySequence = new Map(sequenceBias.map(([seq, bias]) => [seq.join(","), [seq, bias] as const]));
+    for (const [seq, bias] of bySequence.values()) if (seq.length === 1) biases.set(seq[0]!, bias);
+    for (const [seq, bias] of bySequence.values()) {
+      if (seq.length > 1 && completes(this.tokens, seq)) biases.set(seq[seq.length - 1]!, (biases.get(seq[seq.length - 1]!) ?? 0) + bias);
+    }
+    if (ids.size === 0 && biases.size === 0) return logits;
     const row = logits.slice();
+    for (const [id, bias] of biases) if (id < row.length) row[id] = row[id]! + bias;
     for (const id of ids) if (id < row.length) row[id] = -Infinity;
     return row;
   }

@@ -15,7 +15,10 @@ import { DEFAULT_MAX_LENGTH, DEFAULT_MAX_NEW_TOKENS, type ShippedGeneration, typ
 /** the token bans tsllm's pipeline honours: whole numbers, 0 (or none) for no ban, each with its option's name */
 const BANS = { no_repeat_ngram_size: "noRepeatNgramSize", min_new_tokens: "minNewTokens", min_length: "minLength" } as const;
 
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS)];
+/** the token-list bans tsllm's pipeline honours, each with its option's name (null, [] or sequence_bias {}: none) */
+const LIST_BAN_KEYS = { suppress_tokens: "suppressTokens", begin_suppress_tokens: "beginSuppressTokens", bad_words_ids: "badWordsIds", sequence_bias: "sequenceBias" } as const;
+
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS)];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -31,15 +34,11 @@ const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what:
   ["num_return_sequences", [1], "several sequences for each prompt"],
   ["penalty_alpha", [0], "contrastive search"],
   ["dola_layers", [], "DoLa decoding"],
-  ["bad_words_ids", [[]], "bans token sequences"],
   ["force_words_ids", [[]], "constrained beam search"],
   ["constraints", [[]], "constrained beam search"],
-  ["suppress_tokens", [[]], "bans tokens"],
-  ["begin_suppress_tokens", [[]], "bans tokens at the first step"],
   ["forced_bos_token_id", [], "forces the first token"],
   ["forced_eos_token_id", [], "forces EOS at the last step"],
   ["forced_decoder_ids", [[]], "forces tokens at given steps"],
-  ["sequence_bias", [{}], "biases token sequences"],
   ["exponential_decay_length_penalty", [], "favours EOS after a length"],
   ["guidance_scale", [1], "classifier-free guidance"],
   ["watermarking_config", [], "watermarks the text"],
@@ -111,12 +110,44 @@ function bansOf(o: Record<string, unknown>, sources: Readonly<Record<string, str
   return bans;
 }
 
+type ListBans = Pick<ShippedGeneration, (typeof LIST_BAN_KEYS)[keyof typeof LIST_BAN_KEYS]>;
+
+/**
+ * suppress_tokens, begin_suppress_tokens (token ids), bad_words_ids (non-empty token sequences)
+ * and sequence_bias ([token sequence, bias] pairs, the list form GenerationConfig writes) as the
+ * pipeline's options, each checked as transformers' processors check theirs (null, [] or {}: none)
+ */
+function listBansOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): ListBans {
+  const bans: { -readonly [K in keyof ListBans]?: ListBans[K] } = {};
+  const isIds = (v: unknown): v is number[] => Array.isArray(v) && v.every((t) => Number.isSafeInteger(t) && t >= 0);
+  const isSequence = (v: unknown): v is number[] => isIds(v) && v.length > 0;
+  for (const [key, option] of Object.entries(LIST_BAN_KEYS)) {
+    const v = o[key];
+    if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) continue;
+    if (key === "sequence_bias" && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0) continue;
+    const fail = (expected: string) => new Error(`${sources[key]}: ${key}: expected ${expected}, found ${JSON.stringify(v)?.slice(0, 60)}`);
+    if (key === "suppress_tokens" || key === "begin_suppress_tokens") {
+      if (!isIds(v)) throw fail("a list of token ids (integers >= 0)");
+      bans[option as "suppressTokens"] = v;
+    } else if (key === "bad_words_ids") {
+      if (!Array.isArray(v) || !v.every(isSequence)) throw fail("a list of non-empty token id lists");
+      bans.badWordsIds = v;
+    } else {
+      const isPair = (p: unknown) => Array.isArray(p) && p.length === 2 && isSequence(p[0]) && typeof p[1] === "number";
+      if (!Array.isArray(v) || !v.every(isPair)) throw fail("a list of [token id list, bias] pairs");
+      bans.sequenceBias = v as [number[], number][];
+    }
+  }
+  return bans;
+}
+
 /** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
 function taskOptions(taskPath: string, task: Record<string, unknown>): TextGenerationOptions {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(taskPath, task);
   const options: { -readonly [K in keyof TextGenerationOptions]: TextGenerationOptions[K] } = {
     doSample, temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, repetitionPenalty: defaults.repeatPenalty,
     maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
+    ...listBansOf(task, Object.fromEntries(Object.keys(LIST_BAN_KEYS).map((k) => [k, taskPath]))),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
@@ -146,7 +177,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
   const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
   return {
-    ...bansOf(merged, sources),
+    ...bansOf(merged, sources), ...listBansOf(merged, sources),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),

@@ -24,6 +24,14 @@ export interface TextGenerationOptions {
   readonly minNewTokens?: number;
   /** EOS is held back until this many tokens in all, the prompt's included (default: the folder's min_length, else 0) */
   readonly minLength?: number;
+  /** token ids never generated (default: the folder's suppress_tokens, else none) */
+  readonly suppressTokens?: readonly number[];
+  /** token ids not generated first (default: the folder's begin_suppress_tokens, else none) */
+  readonly beginSuppressTokens?: readonly number[];
+  /** token sequences never generated (default: the folder's bad_words_ids, else none) */
+  readonly badWordsIds?: readonly (readonly number[])[];
+  /** [token sequence, bias] pairs, the bias added to the logit of a sequence's last token where it completes it (default: the folder's sequence_bias, else none) */
+  readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
@@ -31,8 +39,11 @@ export interface TextGenerationOptions {
   readonly chatTemplate?: string;
 }
 
+/** the bans given as token lists (transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias): an empty one bans nothing */
+export const LIST_BANS = ["suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
+
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
-export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "noRepeatNgramSize", "minNewTokens", "minLength", "seed", "returnFullText", "chatTemplate"];
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, "seed", "returnFullText", "chatTemplate"];
 
 /** transformers 5's TextGenerationPipeline._default_generation_config */
 export const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -53,6 +64,11 @@ export interface ShippedGeneration extends GenerationDefaults {
   readonly noRepeatNgramSize?: number;
   readonly minNewTokens?: number;
   readonly minLength?: number;
+  /** suppress_tokens, begin_suppress_tokens, bad_words_ids and sequence_bias as written */
+  readonly suppressTokens?: readonly number[];
+  readonly beginSuppressTokens?: readonly number[];
+  readonly badWordsIds?: readonly (readonly number[])[];
+  readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
   /**
    * config.json's task_specific_params["text-generation"] (`source` names it) as options: over the
    * pipeline's own options, under a call's (textGeneration's underTask); they are also in the
@@ -241,6 +257,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       // transformers' logits processors, before its warpers: no_repeat_ngram_size's bans and min_new_tokens' EOS ban
       ...(noRepeatNgramSize > 0 ? { noRepeatNgramSize } : {}),
       ...(minNewTokens > 0 ? { minNewTokens } : {}),
+      // suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias (a call's empty list turns the folder's off)
+      ...Object.fromEntries(LIST_BANS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined && (v as readonly unknown[]).length > 0)),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
         ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
