@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { gpt2TinyCopy, gpt2TinyGeneration } from "./helpers/gpt2-tiny-generation.js";
+import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
  * transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids and sequence_bias
@@ -16,20 +14,8 @@ import { SHARED, skipWithoutShared } from "./helpers/shared.js";
  */
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
-const GPT2_TINY = `${SHARED}/hf-oracle/gpt2-tiny`;
 const PROMPT = "In the beginning"; // greedy: 35577 11119 35169 7675 16492 26309 35169 35169 ...
 const EOS = 50256;
-
-/** a copy of gpt2-tiny: `generation` over its generation_config.json, `config` over its config.json */
-function gpt2TinyCopy(dir: string, name: string, generation: object, config: object = {}): string {
-  const folder = join(dir, name);
-  mkdirSync(folder);
-  for (const f of readdirSync(GPT2_TINY)) copyFileSync(join(GPT2_TINY, f), join(folder, f));
-  const read = (f: string) => JSON.parse(readFileSync(join(GPT2_TINY, f), "utf8"));
-  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...read("generation_config.json"), ...generation }));
-  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...read("config.json"), ...config }));
-  return folder;
-}
 
 /** whether `seq` ends with `prefix` (written here from SequenceBiasLogitsProcessor's matching_rows) */
 const endsWith = (seq: readonly number[], prefix: readonly number[]) => prefix.length <= seq.length && prefix.every((t, i) => seq[seq.length - prefix.length + i] === t);
@@ -48,23 +34,13 @@ interface Processors {
 }
 
 describe("text-generation bans and biases token sequences as transformers' logits processors (gpt2-tiny)", { skip }, () => {
+  const fixture = gpt2TinyGeneration("tsllm-textgen-bad-words-");
+  const { dir, openFolder } = fixture;
   let gen: TextGenerationPipeline;
-  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-bad-words-"));
-  const opened: TextGenerationPipeline[] = [];
-  before(async () => {
-    gen = await pipeline("text-generation", GPT2_TINY, { threads: 1 });
+  before(() => {
+    gen = fixture.gen();
   });
-  after(() => {
-    gen?.dispose();
-    for (const g of opened) g.dispose();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const reply = async (g: TextGenerationPipeline, o: object) => ((await g(PROMPT, { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
-  const openFolder = async (folder: string) => {
-    const g = await pipeline("text-generation", folder, { threads: 1 });
-    opened.push(g);
-    return g;
-  };
+  const reply = (g: TextGenerationPipeline, o: object) => fixture.reply(g, PROMPT, o);
 
   /** greedy decoding from the model's raw logits, processed at each step as transformers' processors would; stops at EOS (not kept) or after `max` tokens */
   const reference = (max: number, p: Processors): number[] => {

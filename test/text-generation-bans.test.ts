@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { SHARED, skipWithoutShared } from "./helpers/shared.js";
+import { GPT2_TINY, gpt2TinyCopy, gpt2TinyGeneration } from "./helpers/gpt2-tiny-generation.js";
+import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
  * transformers' no_repeat_ngram_size, min_new_tokens and min_length (NoRepeatNGramLogitsProcessor,
@@ -15,20 +13,8 @@ import { SHARED, skipWithoutShared } from "./helpers/shared.js";
  */
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
-const GPT2_TINY = `${SHARED}/hf-oracle/gpt2-tiny`;
 const PROMPT = "In the beginning"; // greedy repeats itself here (35169 35169 35169 ...)
 const EOS = 50256;
-
-/** a copy of gpt2-tiny: `generation` over its generation_config.json, `config` over its config.json */
-function gpt2TinyCopy(dir: string, name: string, generation: object, config: object = {}): string {
-  const folder = join(dir, name);
-  mkdirSync(folder);
-  for (const f of readdirSync(GPT2_TINY)) copyFileSync(join(GPT2_TINY, f), join(folder, f));
-  const read = (f: string) => JSON.parse(readFileSync(join(GPT2_TINY, f), "utf8"));
-  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ ...read("generation_config.json"), ...generation }));
-  writeFileSync(join(folder, "config.json"), JSON.stringify({ ...read("config.json"), ...config }));
-  return folder;
-}
 
 /** the tokens that would complete an n-gram already in `seq` (written here from transformers' _get_ngrams / _get_generated_ngrams) */
 function ngramBans(seq: readonly number[], n: number): Set<number> {
@@ -51,23 +37,13 @@ function repeatsNgram(seq: readonly number[], n: number): boolean {
 }
 
 describe("text-generation bans tokens as transformers' logits processors (gpt2-tiny)", { skip }, () => {
+  const fixture = gpt2TinyGeneration("tsllm-textgen-bans-");
+  const { dir, openFolder } = fixture;
   let gen: TextGenerationPipeline;
-  const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-bans-"));
-  const opened: TextGenerationPipeline[] = [];
-  before(async () => {
-    gen = await pipeline("text-generation", GPT2_TINY, { threads: 1 });
+  before(() => {
+    gen = fixture.gen();
   });
-  after(() => {
-    gen?.dispose();
-    for (const g of opened) g.dispose();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const reply = async (g: TextGenerationPipeline, o: object) => ((await g(PROMPT, { returnFullText: false, ...o })) as { generated_text: string }[])[0]!.generated_text;
-  const openFolder = async (folder: string) => {
-    const g = await pipeline("text-generation", folder, { threads: 1 });
-    opened.push(g);
-    return g;
-  };
+  const reply = (g: TextGenerationPipeline, o: object) => fixture.reply(g, PROMPT, o);
 
   /**
    * greedy decoding from the model's raw logits: `ngram` bans, and `ends` banned while fewer than
@@ -105,8 +81,7 @@ describe("text-generation bans tokens as transformers' logits processors (gpt2-t
     assert.deepEqual(r.completionTokens, expected);
     // the pipeline: a call's option, the pipeline's, the folder's files
     assert.equal(await reply(gen, { maxNewTokens: 40, noRepeatNgramSize: 2 }), text(expected));
-    const made = await pipeline("text-generation", GPT2_TINY, { threads: 1, noRepeatNgramSize: 2 });
-    opened.push(made);
+    const made = await openFolder(GPT2_TINY, { noRepeatNgramSize: 2 });
     assert.equal(await reply(made, { maxNewTokens: 40 }), text(expected));
     assert.equal(await reply(made, { maxNewTokens: 40, noRepeatNgramSize: 0 }), text(plain), "a call's 0 turns the pipeline's off");
     const file = await openFolder(gpt2TinyCopy(dir, "ngram-file", { no_repeat_ngram_size: 2 }));

@@ -42,8 +42,11 @@ export interface TextGenerationOptions {
 /** the bans given as token lists (transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias): an empty one bans nothing */
 export const LIST_BANS = ["suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
 
+/** the bans a folder's no_repeat_ngram_size, min_new_tokens, min_length and LIST_BANS set, as written (0 or empty: none) */
+const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS] as const;
+
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
-export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", "noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, "seed", "returnFullText", "chatTemplate"];
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
 
 /** transformers 5's TextGenerationPipeline._default_generation_config */
 export const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -54,21 +57,12 @@ export const DEFAULT_MAX_NEW_TOKENS = 256;
  * the pipeline's own defaults, as transformers' Pipeline.__init__ orders them (kwargs, then the
  * model's generation config, then the pipeline's _default_generation_config: max_new_tokens=256)
  */
-export interface ShippedGeneration extends GenerationDefaults {
+export interface ShippedGeneration extends GenerationDefaults, Pick<TextGenerationOptions, (typeof FOLDER_BANS)[number]> {
   readonly doSample?: boolean;
   /** max_length: tokens in all, the prompt's included; used without a max_new_tokens when other than transformers' default 20 */
   readonly maxLength?: number;
   /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
   readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
-  /** no_repeat_ngram_size, min_new_tokens and min_length as written (0: none) */
-  readonly noRepeatNgramSize?: number;
-  readonly minNewTokens?: number;
-  readonly minLength?: number;
-  /** suppress_tokens, begin_suppress_tokens, bad_words_ids and sequence_bias as written */
-  readonly suppressTokens?: readonly number[];
-  readonly beginSuppressTokens?: readonly number[];
-  readonly badWordsIds?: readonly (readonly number[])[];
-  readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
   /**
    * config.json's task_specific_params["text-generation"] (`source` names it) as options: over the
    * pipeline's own options, under a call's (textGeneration's underTask); they are also in the
