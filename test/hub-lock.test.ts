@@ -159,7 +159,8 @@ setInterval(() => undefined, 60_000);
   return { child, held: lines(child, "held", 1), exited: new Promise((r) => child.once("exit", r)) };
 }
 
-test("a live holder on this host keeps its lock however long its heartbeat was silent (stopped, as a laptop asleep or a long synchronous hash); dead, its lock is taken at once", { timeout: 60_000 }, async () => {
+// where a pid's start cannot be read (no /proc) a holder's live pid cannot vouch for it: the heartbeat judges (the test below)
+test("a live holder on this host keeps its lock however long its heartbeat was silent (stopped, as a laptop asleep or a long synchronous hash); dead, its lock is taken at once", { timeout: 60_000, skip: !existsSync("/proc/self/stat") && "no /proc: a holder's start cannot be told" }, async () => {
   const locks = join(dir, "paused");
   mkdirSync(locks);
   const lock = join(locks, "blob.tsllm.lock");
@@ -213,12 +214,41 @@ test("a lock naming a live pid that is another process's now (a reused pid: star
     const beforeBoot = new Date(Date.now() - uptime() * 1000 - 86_400_000);
     utimesSync(lock, beforeBoot, beforeBoot);
     assert.equal(await take(), true, "a lock from before the boot");
-    // a start this host cannot tell and a heartbeat silent past a minute in this boot: a live holder, kept
-    writeFileSync(lock, `${alive} -\n`);
-    const old = new Date(Date.now() - Math.min(120_000, uptime() * 500));
-    utimesSync(lock, old, old);
-    assert.equal(liveHolder(lock), `process ${other.pid}`);
-    rmSync(lock);
+  } finally {
+    other.kill("SIGKILL");
+    await exited;
+  }
+});
+
+test("a lock naming a live pid whose start cannot be told (written where there is no /proc, or by a tsllm before the start field) is judged by its heartbeat: kept while it beats, taken once silent past a minute", { timeout: 60_000 }, async () => {
+  const locks = join(dir, "unknown-start");
+  mkdirSync(locks);
+  const lock = join(locks, "blob.tsllm.lock");
+  // a live process that never took the lock: a crashed holder's pid given to a stranger, or the holder itself
+  const other = spawn(process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
+  const exited = new Promise((r) => other.once("exit", r));
+  try {
+    const alive = `${other.pid} ${hostname()} 0123456789abcdef`;
+    // `-`: the start a host without /proc (macOS, Windows) writes; none at all: the token of an older tsllm
+    for (const token of [`${alive} -`, alive]) {
+      writeFileSync(lock, `${token}\n`);
+      assert.equal(liveHolder(lock), `process ${other.pid}`, `${token}: beating, a live holder`);
+      let ran = false;
+      // tried once before its first sleep: a fresh heartbeat is not taken over
+      await assert.rejects(withFileLock(lock, async () => { ran = true; }, AbortSignal.abort()), { name: "AbortError" });
+      assert.equal(ran, false, `${token}: a waiter does not take a beating lock`);
+      // silent for two minutes (in this boot): abandoned though its pid lives (before: kept until that process ended)
+      const old = new Date(Date.now() - 120_000);
+      utimesSync(lock, old, old);
+      assert.equal(liveHolder(lock), undefined, `${token}: silent, no holder`);
+      await removeAbandonedLocksIn(locks, (name) => name.endsWith(".tsllm.lock"));
+      assert.ok(!existsSync(lock), `${token}: the clearing of abandoned locks removes it`);
+      writeFileSync(lock, `${token}\n`);
+      utimesSync(lock, old, old);
+      await withFileLock(lock, async () => { ran = true; }, AbortSignal.timeout(5_000));
+      assert.equal(ran, true, `${token}: a waiter takes it over`);
+      assert.ok(!existsSync(lock));
+    }
   } finally {
     other.kill("SIGKILL");
     await exited;

@@ -99,7 +99,7 @@ export async function fetchBlob(o: FetchBlobOptions): Promise<void> {
     try {
       await attemptFetch(o, partial, !restarted);
       await rename(partial, blobPath).catch((e: NodeJS.ErrnoException) => {
-        // a download that took this one's lock over (it was on another host, stopped past the heartbeat) has renamed
+        // a download that took this one's lock over (it was on another host or one without /proc, stopped past the heartbeat) has renamed
         // the same file to the blob name already: only a verified file carries that name
         if (e.code !== "ENOENT" || statSync(blobPath, { throwIfNoEntry: false })?.size !== o.location.size) throw e;
       });
@@ -162,7 +162,7 @@ async function attemptFetch(o: FetchBlobOptions, partial: string, mayRestart: bo
   let fh;
   try {
     // written at each byte's own offset, never appended nor truncated: a download whose lock was
-    // taken over while it was stopped (on another host, asleep past the heartbeat) and that then goes on
+    // taken over while it was stopped (on another host or one without /proc, asleep past the heartbeat) and that then goes on
     // writes the same bytes where the taker wrote them, not after them (appended, they spoiled the
     // file the taker had verified and renamed)
     fh = await open(partial, constants.O_WRONLY | constants.O_CREAT);

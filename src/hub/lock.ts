@@ -6,8 +6,9 @@ import { dirname, join } from "node:path";
 import { sleep } from "./http.js";
 
 /**
- * a holder refreshes its lock this often; a lock from another host untouched for STALE_MS is
- * abandoned (on this host a live holder keeps its lock however long its heartbeat paused)
+ * a holder refreshes its lock this often; a lock untouched for STALE_MS is abandoned when it is
+ * from another host, or its holder's start cannot be told (isStale); a live holder on this host
+ * whose start is known keeps its lock however long its heartbeat paused
  */
 const HEARTBEAT_MS = 5_000;
 const STALE_MS = 60_000;
@@ -30,7 +31,8 @@ interface Holder {
  * When process `pid` started, as Linux counts it (clock ticks since boot, /proc/<pid>/stat's 22nd
  * field): a pid alive now that started otherwise is another process than the one that wrote a
  * lock (pids are reused: a restarted container's processes get the same ones). Undefined where
- * there is no /proc.
+ * there is no /proc (macOS, Windows) or it hides the process (mounted with hidepid, the process
+ * another user's).
  */
 function processStart(pid: number | "self"): string | undefined {
   try {
@@ -68,19 +70,23 @@ function isAlive(pid: number): boolean {
 /**
  * A lock whose holder is gone. On this host that is a holder whose pid is dead, or is now another
  * process's (it started otherwise than the token says, or the lock was last touched before this
- * host booted); a live holder keeps its lock however long its heartbeat has been silent: a process
- * stopped (SIGSTOP, a laptop asleep) or busy (a long synchronous hash) is not a dead one, as the OS
- * lock of Python's filelock stays with a stopped process. A holder on another host (a cache on a
- * shared volume, another container) is judged by its heartbeat only: its pid means nothing here.
+ * host booted); a live holder whose start matches keeps its lock however long its heartbeat has
+ * been silent: a process stopped (SIGSTOP, a laptop asleep) or busy (a long synchronous hash) is
+ * not a dead one, as the OS lock of Python's filelock stays with a stopped process. Where the
+ * start cannot be told on either side (the token's `-` from a host without /proc, a token from a
+ * tsllm before the start field, a /proc that hides the pid) a live pid may be a stranger's that
+ * got a crashed holder's pid, and would block waiters until that stranger ended: the heartbeat
+ * judges then, as it does a holder on another host (a cache on a shared volume, another
+ * container), whose pid means nothing here.
  */
 function isStale(h: Holder): boolean {
   const [pidText, host, , start] = h.token.split(" ");
   const pid = Number(pidText);
   if (Number.isSafeInteger(pid) && pid > 0 && (host === undefined || host === HOST)) {
     if (pid === process.pid) return !heldHere.has(h.token);
-    if (!isAlive(pid)) return true;
+    if (!isAlive(pid) || h.mtimeMs < Date.now() - uptime() * 1000) return true;
     const startNow = start !== undefined && start !== "-" ? processStart(pid) : undefined;
-    return (startNow !== undefined && startNow !== start) || h.mtimeMs < Date.now() - uptime() * 1000;
+    if (startNow !== undefined) return startNow !== start;
   }
   return Date.now() - h.mtimeMs > STALE_MS;
 }
@@ -181,10 +187,10 @@ const CLAIM_SUFFIX = /(\.takeover-[0-9a-f]{16})+$/;
 
 /**
  * Deletes each lock file of `dir` named as `isLock` accepts, and each takeover claim on one, whose
- * holder is gone (isStale: dead, or on another host and silent past the heartbeat), as a waiter on it would take it over: a
+ * holder is gone (isStale: dead, or silent past the heartbeat where its pid cannot vouch for it), as a waiter on it would take it over: a
  * lock no one waits on again (a killed download's snapshot lock, named for that download alone; the
  * lock of a file no download fetches again; the claim of a waiter killed mid-takeover) is otherwise
- * left behind for good. A live holder's lock is never touched.
+ * left behind for good. A live holder's lock is never touched (where its start cannot be told: while it beats).
  */
 export async function removeAbandonedLocksIn(dir: string, isLock: (name: string) => boolean): Promise<void> {
   let names: string[];
