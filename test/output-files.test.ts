@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { after, test } from "node:test";
 import { promisify } from "node:util";
 import { convertHFToGGUF } from "../src/convert/index.js";
@@ -11,6 +12,7 @@ import { ggufEntry, writeGGUF, writeSafetensors } from "../src/formats/index.js"
 import { GGMLType } from "../src/tensor/index.js";
 import { tinyLlama } from "../src/testing/index.js";
 import { writeRandomHFModel } from "../src/testing/random-hf-model.js";
+import { runChild } from "./helpers/child.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -64,6 +66,26 @@ test("a write that fails mid-way leaves the previous file as it was and no tempo
   // and a write that completes replaces the file
   await writeSafetensors(st, [{ name: "w", dtype: "F32", shape: [1], data: new Uint8Array(4) }]);
   assert.notEqual(readFileSync(st, "utf8"), "previous safetensors");
+});
+
+test("a Ctrl-C / SIGTERM caught while an output's handlers listen but delivered after they went takes its default course (the process ends by it), not dropped, though no download installed the stand-in", { timeout: 60_000 }, async () => {
+  // A path holding a NUL byte fails the temporary file's open before the event loop turns, so the
+  // handlers go with the signal still undelivered: the moment a Ctrl-C as a write ends can hit
+  // (a convert or quantize of a local model), made deterministic. Before: the signal was dropped, the run went on, exit 0.
+  const output = JSON.stringify(join(dir, "pending\0.gguf"));
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    const r = await runChild(`
+import { writeOutputFile } from ${JSON.stringify(pathToFileURL(resolve(PROJECT_ROOT, "src/formats/output-file.ts")).href)};
+const writing = writeOutputFile(${output}, async (fh) => { await fh.write("x"); });
+process.kill(process.pid, ${JSON.stringify(signal)});
+await writing.catch(() => undefined);
+await new Promise((r) => setTimeout(r, 2_000));
+process.stderr.write("ran on\\n");
+`, 30_000);
+    assert.equal(r.timedOut, false, r.stderr);
+    assert.equal(r.code, null, `${signal}: the process ended by itself (${r.code}), the signal dropped: ${r.stderr}`);
+  }
+  assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".tmp")), [], "no temporary files left");
 });
 
 test("an output path that cannot be written is one line naming it and what is wrong, not the temporary file (convert, quantize)", { skip }, async () => {

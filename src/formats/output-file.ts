@@ -1,7 +1,7 @@
 import { realpathSync, rmSync, statSync } from "node:fs";
 import { open, rename, rm, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { signalHandledElsewhere } from "../platform/signals.js";
+import { keepDefaultSignalAction, signalHandledElsewhere } from "../platform/signals.js";
 
 /**
  * Throws when `output` is the same file as one of `inputs` (the same inode: a hard link or a
@@ -142,6 +142,9 @@ function outputError(path: string, code: string | undefined, cause?: unknown, fo
  * missed — then take their usual course (the process exits) unless someone else listens for them.
  */
 function removeOnSignal(tmp: string, created: Promise<unknown>): () => void {
+  // first: removing these handlers, the last listeners when no download ran (src/cli/interrupt.ts
+  // installs it too), closed the signal handle and dropped a signal caught but not yet delivered
+  keepDefaultSignalAction();
   const signals = ["SIGINT", "SIGTERM"] as const;
   const handlers = signals.map((sig) => {
     const h = (): void => {
