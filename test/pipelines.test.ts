@@ -193,11 +193,11 @@ function gpt2TinyConfig(dir: string, name: string, config: object, generation: o
  * transformers' pipeline takes a folder's generation settings from generation_config.json, else
  * (from_pretrained's GenerationConfig.from_model_config, folders of old transformers versions) from
  * config.json, then config.json's task_specific_params["text-generation"] (gpt2's do_sample: true)
- * over them; generate() then applies every setting it knows (forced_bos_token_id, num_beams ...).
+ * over them; generate() then applies every setting it knows (forced_decoder_ids, num_beams ...).
  * tsllm's pipeline read generation_config.json only, and the settings it does not do were
  * silently ignored: another text than transformers', told as the same.
  */
-test("text-generation takes config.json's generation settings without a generation_config.json, task_specific_params over them, and refuses a setting it does not do (forced_bos_token_id, typical_p when sampling) naming it", { skip }, async () => {
+test("text-generation takes config.json's generation settings without a generation_config.json, task_specific_params over them, and refuses a setting it does not do (forced_decoder_ids, typical_p when sampling) naming it", { skip }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-folder-"));
   const opened: TextGenerationPipeline[] = [];
   const open = async (folder: string) => {
@@ -218,8 +218,8 @@ test("text-generation takes config.json's generation settings without a generati
     const task = await open(gpt2TinyConfig(dir, "task", { task_specific_params: { "text-generation": { do_sample: true, temperature: 0.7, max_length: 3 } } }, { max_new_tokens: 9, temperature: 1.5 }));
     assert.equal(await task({ seed: 4 }), await plain({ doSample: true, temperature: 0.7, maxNewTokens: 9, seed: 4 }));
     // refused, naming the setting and the file, before the weights load
-    const forced = gpt2TinyConfig(dir, "forced", {}, { forced_bos_token_id: 13 });
-    await assert.rejects(pipeline("text-generation", forced, { threads: 1 }), new Error(`${forced}/generation_config.json sets forced_bos_token_id 13, which transformers' text-generation pipeline applies (forces the first token); tsllm's pipeline does not, so it refuses the folder rather than generate another text (remove forced_bos_token_id from it)`));
+    const forced = gpt2TinyConfig(dir, "forced", {}, { forced_decoder_ids: [[1, 13]] });
+    await assert.rejects(pipeline("text-generation", forced, { threads: 1 }), new Error(`${forced}/generation_config.json sets forced_decoder_ids [[1,13]], which transformers' text-generation pipeline applies (forces tokens at given steps); tsllm's pipeline does not, so it refuses the folder rather than generate another text (remove forced_decoder_ids from it)`));
     const beams = gpt2TinyConfig(dir, "beams", { task_specific_params: { "text-generation": { num_beams: 4 } } }, {});
     await assert.rejects(pipeline("text-generation", beams, { threads: 1 }), (e: Error) => e.message.startsWith(`${beams}/config.json task_specific_params["text-generation"] sets num_beams 4, which transformers' text-generation pipeline applies (beam search)`));
     // a prefix (put before each prompt by transformers) and a task entry that is no object: refused naming config.json

@@ -73,6 +73,7 @@ export function checkBannedTokens(bans: TokenBans, tokenIds: number): void {
   const lists: [string, readonly (readonly number[])[]][] = [
     ["suppressTokens", [bans.suppressTokens ?? []]], ["beginSuppressTokens", [bans.beginSuppressTokens ?? []]],
     ["badWordsIds", bans.badWordsIds ?? []], ["sequenceBias", (bans.sequenceBias ?? []).map(([seq]) => seq)],
+    ["forcedBosTokenId", [bans.forcedBosTokenId === undefined ? [] : [bans.forcedBosTokenId]]], ["forcedEosTokenId", [[bans.forcedEosTokenId ?? []].flat()]],
   ];
   for (const [name, seqs] of lists) {
     for (const seq of seqs) for (const t of seq) if (t >= tokenIds) throw new RequestError(`${name}: token id ${shownValue(t)} is outside the vocabulary [0, ${tokenIds})`, name);

@@ -20,7 +20,7 @@ export function validateMaxTokens(maxTokens: unknown): void {
 }
 
 /** the token-ban options: a decoding other than sampling (greedy included) is refused them when set */
-const TOKEN_BANS = ["noRepeatNgramSize", "minNewTokens", "suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
+const TOKEN_BANS = ["noRepeatNgramSize", "minNewTokens", "suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias", "forcedBosTokenId", "forcedEosTokenId"] as const;
 
 /** throws an OptionError naming `name` unless `ids` is an array of token ids (whole numbers >= 0) */
 function checkTokenIds(ids: unknown, name: string): void {
@@ -33,7 +33,8 @@ function checkTokenIds(ids: unknown, name: string): void {
 /**
  * noRepeatNgramSize and minNewTokens: whole numbers >= 0; suppressTokens, beginSuppressTokens:
  * token ids; badWordsIds: non-empty token sequences; sequenceBias: [non-empty token sequence,
- * finite bias] pairs (transformers' processors refuse the same). Given only to a decoding that
+ * finite bias] pairs; forcedBosTokenId a token id, forcedEosTokenId one or a non-empty list
+ * (transformers' processors refuse the same). Given only to a decoding that
  * applies them (speculative decoding's accepted tokens are not sampled one row at a time; beam
  * search applies noRepeatNgramSize only)
  */
@@ -60,9 +61,20 @@ export function validateTokenBans(o: Pick<GenerateOptions, (typeof TOKEN_BANS)[n
       if ((pair[0] as unknown[]).length === 0) throw new OptionError("sequenceBias must hold non-empty token sequences, got []", "sequenceBias");
     }
   }
+  if (o.forcedBosTokenId !== undefined && (!Number.isSafeInteger(o.forcedBosTokenId) || o.forcedBosTokenId < 0)) {
+    throw new OptionError(`forcedBosTokenId must be a token id (an integer >= 0), got ${shownValue(o.forcedBosTokenId)}`, "forcedBosTokenId");
+  }
+  const eos = o.forcedEosTokenId;
+  if (eos !== undefined) {
+    // ForcedEOSTokenLogitsProcessor takes an id or a list of them; an empty list would leave no token at the last step
+    if (Array.isArray(eos)) checkTokenIds(eos, "forcedEosTokenId");
+    else if (!Number.isSafeInteger(eos) || (eos as number) < 0) throw new OptionError(`forcedEosTokenId must be a token id or an array of them (integers >= 0), got ${shownValue(eos)}`, "forcedEosTokenId");
+    if (Array.isArray(eos) && eos.length === 0) throw new OptionError("forcedEosTokenId must hold at least one token id, got []", "forcedEosTokenId");
+  }
   for (const name of TOKEN_BANS) {
     const v = o[name];
-    if (v === undefined || v === 0 || (Array.isArray(v) && v.length === 0)) continue;
+    // a forced token id 0 is a token, not "none"
+    if (v === undefined || (v === 0 && !name.startsWith("forced")) || (Array.isArray(v) && v.length === 0)) continue;
     if (decoding === "speculative") throw new OptionError(`${name} cannot be combined with speculative decoding (draftModel, promptLookup)`, name);
     if (decoding === "beam" && name !== "noRepeatNgramSize") throw new OptionError(`${name} cannot be combined with beam search (numBeams)`, name);
   }

@@ -95,6 +95,18 @@ export interface GenerateOptions extends SamplingOptions {
    * sampling and greedy
    */
   sequenceBias?: readonly (readonly [readonly number[], number])[];
+  /**
+   * the token generated first where the prompt is one token (transformers' forced_bos_token_id,
+   * ForcedBOSTokenLogitsProcessor: it acts only while the sequence is one token long, an empty
+   * prompt's BOS); sampling and greedy
+   */
+  forcedBosTokenId?: number;
+  /**
+   * the token (or one of the tokens) generated last, at the last step maxTokens allows
+   * (transformers' forced_eos_token_id, ForcedEOSTokenLogitsProcessor at max_length - 1); sampling
+   * and greedy
+   */
+  forcedEosTokenId?: number | readonly number[];
   /** speculative decoding: a loaded draft model with the target's vocabulary (temperature > 0: speculative sampling) */
   draftModel?: { readonly languageModel: LanguageModel };
   /** speculative decoding: tokens proposed per round */
@@ -244,7 +256,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
-  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, draftModel: true, draftTokens: true,
+  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true,
 };
 

@@ -41,6 +41,10 @@ export interface TokenBans {
   readonly badWordsIds?: readonly (readonly number[])[];
   /** [token sequence, bias]: the bias is added to the last token where the others end the history (SequenceBiasLogitsProcessor) */
   readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
+  /** the only token allowed at the first step of a one-token prompt (ForcedBOSTokenLogitsProcessor: input_ids of length 1) */
+  readonly forcedBosTokenId?: number;
+  /** the only tokens allowed at the last step maxTokens leaves (ForcedEOSTokenLogitsProcessor: at max_length - 1) */
+  readonly forcedEosTokenId?: number | readonly number[];
 }
 
 /** whether `history` ends with `seq`'s tokens but its last (a one-token `seq`: always) */
@@ -127,9 +131,16 @@ export class Sequence {
    * all of them, in the sampler, as _get_logits_processor orders its processors and warpers
    */
   private banned(logits: Float32Array): Float32Array {
-    const { noRepeatNgramSize: ngram = 0, minNewTokens = 0, suppressTokens = [], beginSuppressTokens = [], badWordsIds = [], sequenceBias = [] } = this.bans;
-    const holdEnd = this.completionTokens.length < minNewTokens;
-    const first = this.completionTokens.length === 0;
+    const { noRepeatNgramSize: ngram = 0, minNewTokens = 0, suppressTokens = [], beginSuppressTokens = [], badWordsIds = [], sequenceBias = [], forcedBosTokenId: bos, forcedEosTokenId } = this.bans;
+    const step = this.completionTokens.length;
+    const promptLength = this.tokens.length - step;
+    const holdEnd = step < minNewTokens;
+    // _get_logits_processor moves SuppressTokensAtBegin's begin_index one on where a forced BOS fills a one-token prompt's first step
+    const first = step === (bos !== undefined && promptLength === 1 ? 1 : 0);
+    // ForcedEOS after ForcedBOS (one step may be both: the EOS wins), at cur_len == max_length - 1
+    const eos = forcedEosTokenId === undefined || step !== this.rules.maxTokens - 1 ? undefined : typeof forcedEosTokenId === "number" ? [forcedEosTokenId] : forcedEosTokenId;
+    const forced = eos ?? (bos !== undefined && this.tokens.length === 1 ? [bos] : undefined);
+    if (forced) return this.forcedRow(logits.length, forced, suppressTokens, first ? beginSuppressTokens : []);
     if (ngram === 0 && !holdEnd && suppressTokens.length === 0 && !(first && beginSuppressTokens.length > 0) && badWordsIds.length === 0 && sequenceBias.length === 0) return logits;
     const ids = ngram > 0 ? bannedNgramTokens(this.tokens, ngram) : new Set<number>();
     if (holdEnd) for (const id of this.rules.endIds) ids.add(id);
@@ -152,6 +163,18 @@ export class Sequence {
     const row = logits.slice();
     for (const [id, bias] of biases) if (id < row.length) row[id] = row[id]! + bias;
     for (const id of ids) if (id < row.length) row[id] = -Infinity;
+    return row;
+  }
+
+  /**
+   * a forced step's row, as ForcedBOS/ForcedEOSTokenLogitsProcessor write it: -Infinity but the
+   * forced tokens' 0 (what the processors before them did is overwritten); the suppressions come
+   * after them in _get_logits_processor and still apply
+   */
+  private forcedRow(size: number, forced: readonly number[], suppressed: readonly number[], beginSuppressed: readonly number[]): Float32Array {
+    const row = new Float32Array(size).fill(-Infinity);
+    for (const id of forced) if (id < size) row[id] = 0;
+    for (const id of [...suppressed, ...beginSuppressed]) if (id < size) row[id] = -Infinity;
     return row;
   }
 

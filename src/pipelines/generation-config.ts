@@ -18,7 +18,10 @@ const BANS = { no_repeat_ngram_size: "noRepeatNgramSize", min_new_tokens: "minNe
 /** the token-list bans tsllm's pipeline honours, each with its option's name (null, [] or sequence_bias {}: none) */
 const LIST_BAN_KEYS = { suppress_tokens: "suppressTokens", begin_suppress_tokens: "beginSuppressTokens", bad_words_ids: "badWordsIds", sequence_bias: "sequenceBias" } as const;
 
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS)];
+/** the forced tokens tsllm's pipeline honours, each with its option's name (null: none) */
+const FORCED_KEYS = { forced_bos_token_id: "forcedBosTokenId", forced_eos_token_id: "forcedEosTokenId" } as const;
+
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS)];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -36,8 +39,6 @@ const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what:
   ["dola_layers", [], "DoLa decoding"],
   ["force_words_ids", [[]], "constrained beam search"],
   ["constraints", [[]], "constrained beam search"],
-  ["forced_bos_token_id", [], "forces the first token"],
-  ["forced_eos_token_id", [], "forces EOS at the last step"],
   ["forced_decoder_ids", [[]], "forces tokens at given steps"],
   ["exponential_decay_length_penalty", [], "favours EOS after a length"],
   ["guidance_scale", [1], "classifier-free guidance"],
@@ -141,6 +142,27 @@ function listBansOf(o: Record<string, unknown>, sources: Readonly<Record<string,
   return bans;
 }
 
+type Forced = Pick<ShippedGeneration, (typeof FORCED_KEYS)[keyof typeof FORCED_KEYS]>;
+
+/** forced_bos_token_id (a token id) and forced_eos_token_id (one or a non-empty list, as ForcedEOSTokenLogitsProcessor takes it) as the pipeline's options (null: none) */
+function forcedOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Forced {
+  const forced: { -readonly [K in keyof Forced]?: Forced[K] } = {};
+  const isId = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0;
+  const bos = o["forced_bos_token_id"];
+  if (bos !== undefined && bos !== null) {
+    if (!isId(bos)) throw new Error(`${sources["forced_bos_token_id"]}: forced_bos_token_id: expected a token id (an integer >= 0), found ${JSON.stringify(bos)?.slice(0, 60)}`);
+    forced.forcedBosTokenId = bos;
+  }
+  const eos = o["forced_eos_token_id"];
+  if (eos !== undefined && eos !== null) {
+    if (!(isId(eos) || (Array.isArray(eos) && eos.length > 0 && eos.every(isId)))) {
+      throw new Error(`${sources["forced_eos_token_id"]}: forced_eos_token_id: expected a token id or a non-empty list of them (integers >= 0), found ${JSON.stringify(eos)?.slice(0, 60)}`);
+    }
+    forced.forcedEosTokenId = eos;
+  }
+  return forced;
+}
+
 /** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
 function taskOptions(taskPath: string, task: Record<string, unknown>): TextGenerationOptions {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(taskPath, task);
@@ -148,6 +170,7 @@ function taskOptions(taskPath: string, task: Record<string, unknown>): TextGener
     doSample, temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP, repetitionPenalty: defaults.repeatPenalty,
     maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
     ...listBansOf(task, Object.fromEntries(Object.keys(LIST_BAN_KEYS).map((k) => [k, taskPath]))),
+    ...forcedOf(task, Object.fromEntries(Object.keys(FORCED_KEYS).map((k) => [k, taskPath]))),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
@@ -177,7 +200,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
   const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
   return {
-    ...bansOf(merged, sources), ...listBansOf(merged, sources),
+    ...bansOf(merged, sources), ...listBansOf(merged, sources), ...forcedOf(merged, sources),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),

@@ -32,6 +32,10 @@ export interface TextGenerationOptions {
   readonly badWordsIds?: readonly (readonly number[])[];
   /** [token sequence, bias] pairs, the bias added to the logit of a sequence's last token where it completes it (default: the folder's sequence_bias, else none) */
   readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
+  /** the token generated first where the prompt is one token, an empty prompt's BOS (default: the folder's forced_bos_token_id, else none) */
+  readonly forcedBosTokenId?: number;
+  /** the token (or one of the tokens) generated last, at the last step the budget allows (default: the folder's forced_eos_token_id, else none) */
+  readonly forcedEosTokenId?: number | readonly number[];
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
@@ -42,8 +46,11 @@ export interface TextGenerationOptions {
 /** the bans given as token lists (transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias): an empty one bans nothing */
 export const LIST_BANS = ["suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
 
-/** the bans a folder's no_repeat_ngram_size, min_new_tokens, min_length and LIST_BANS set, as written (0 or empty: none) */
-const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS] as const;
+/** the tokens forced at a step (transformers' forced_bos_token_id, forced_eos_token_id): none only where left out */
+export const FORCED_TOKENS = ["forcedBosTokenId", "forcedEosTokenId"] as const;
+
+/** the bans a folder's no_repeat_ngram_size, min_new_tokens, min_length, LIST_BANS and FORCED_TOKENS set, as written (0 or empty: none) */
+const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, ...FORCED_TOKENS] as const;
 
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
 export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
@@ -137,7 +144,8 @@ function underTask(defaults: TextGenerationOptions, task: ShippedGeneration["tas
   const { maxNewTokens: _new, maxLength: _length, ...rest } = task.options;
   for (const [k, v] of Object.entries(rest)) {
     const given = defaults[k as keyof TextGenerationOptions];
-    if (given !== undefined && given !== v) warn(`text-generation: the pipeline's ${k} ${String(given)} gives way to ${String(v)} from ${task.source}, as transformers' pipeline applies those after its own options; give ${k} with each call to override it`);
+    // by value: a list option (a ban) equal to the task's is not overruled
+    if (given !== undefined && JSON.stringify(given) !== JSON.stringify(v)) warn(`text-generation: the pipeline's ${k} ${JSON.stringify(given)} gives way to ${JSON.stringify(v)} from ${task.source}, as transformers' pipeline applies those after its own options; give ${k} with each call to override it`);
   }
   const { maxNewTokens } = task.options;
   if (maxNewTokens !== undefined && defaults.maxNewTokens !== undefined && defaults.maxNewTokens !== maxNewTokens) {
@@ -253,6 +261,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ...(minNewTokens > 0 ? { minNewTokens } : {}),
       // suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias (a call's empty list turns the folder's off)
       ...Object.fromEntries(LIST_BANS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined && (v as readonly unknown[]).length > 0)),
+      // forced_bos_token_id, forced_eos_token_id (ForcedBOS/ForcedEOSTokenLogitsProcessor, after those bans)
+      ...Object.fromEntries(FORCED_TOKENS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined)),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
         ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
