@@ -205,7 +205,7 @@ describe("GET /slots, POST /slots/{id_slot} on stories260K", { skip: skipStories
     assert.equal(late.json.id_slot, 0);
   });
 
-  test("refusals: a slot id that is none, save and restore (no KV files here), an unknown action", async () => {
+  test("refusals: a slot id that is none, save and restore (no slotSavePath), an unknown action", async () => {
     for (const [path, status, param] of [["/slots/2?action=erase", 400, "id_slot"], ["/slots/abc?action=erase", 400, "id_slot"], ["/slots/-1?action=erase", 400, "id_slot"],
       ["/slots/0?action=save", 501, "action"], ["/slots/0?action=restore", 501, "action"], ["/slots/0?action=wipe", 400, "action"], ["/slots/0", 400, "action"]] as const) {
       const r = await post(`${s.url}${path}`, { filename: "slot0.bin" });

@@ -42,7 +42,7 @@ export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheByte
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes">;
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes" | "view" | "read" | "write">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -356,6 +356,70 @@ export class KVBlockPool {
     this.registrations.delete(block);
     this.free.push(block);
     return true;
+  }
+
+  /** floats one block's rows hold, every layer's K and V as stored (readBlock's length, writeBlock's) */
+  get blockFloats(): number {
+    return this.nLayers * this.blockSize * (this.keyRowFloats + this.valueRowFloats);
+  }
+
+  /**
+   * A copy of a block's rows as the arrays store them (encoded as `types`, one plane per KV head
+   * where `planar`): each layer's K rows, then its V rows. The reads are issued now, so what a
+   * later step writes or evicts does not change what they return; the arrays are held until then
+   * (a backend recycles one whose owner is collected, views or not).
+   */
+  readBlock(block: number): Promise<Float32Array> {
+    const parts = this.blockParts(block);
+    const reads = parts.map(([a, offset, n]) => this.storage.read(this.storage.view(a, offset, n)));
+    return Promise.all(reads).then((got) => {
+      const out = new Float32Array(this.blockFloats);
+      let at = 0;
+      // (a Float32Array set from another keeps every bit: encoded rows are not numbers)
+      // (walking `parts` here keeps the arrays it names alive until their reads are done)
+      parts.forEach(([, , n], i) => {
+        out.set(got[i]!, at);
+        at += n;
+      });
+      return out;
+    });
+  }
+
+  /**
+   * Puts rows read by readBlock (from a pool of the same layout) into the prefix cache as the
+   * block registered under `key`, idle (evicted first among the idle once older ones are gone),
+   * and returns its registration id; where a block holds that key already, its rows are the same
+   * and stay, and its id is returned. Needs room for a block (roomBlocks).
+   */
+  restoreBlock(key: string, rows: Float32Array): number {
+    if (rows.length !== this.blockFloats) throw new RangeError(`KV block pool: a block's rows are ${this.blockFloats} floats, got ${rows.length}`);
+    const held = this.byKey.get(key);
+    if (held !== undefined) return this.registrations.get(held)!.id;
+    const b = this.take();
+    let at = 0;
+    for (const [a, offset, n] of this.blockParts(b)) {
+      this.storage.write(a, rows.subarray(at, at + n), offset);
+      at += n;
+    }
+    this.filled[b] = this.blockSize;
+    this.rowsWritten += this.blockSize;
+    const id = this.register(b, key);
+    this.release(b);
+    return id;
+  }
+
+  /** where a block's rows are: [array, first float, floats] per layer's K and V (per KV head's plane where planar) */
+  private blockParts(block: number): [DeviceArray, number, number][] {
+    if (!(block >= 0 && block < this.stored)) throw new RangeError(`KV block ${block} is not stored`);
+    const heads = this.planar ? this.nKvHeads : 1, plane = this.stored * this.blockSize, first = block * this.blockSize;
+    const parts: [DeviceArray, number, number][] = [];
+    for (let l = 0; l < this.nLayers; l++) {
+      for (const [a, rowFloats] of [[this.keys[l]!, this.keyRowFloats], [this.values[l]!, this.valueRowFloats]] as const) {
+        const fs = rowFloats / heads;
+        for (let h = 0; h < heads; h++) parts.push([a, (h * plane + first) * fs, this.blockSize * fs]);
+      }
+    }
+    return parts;
   }
 
   references(block: number): number {

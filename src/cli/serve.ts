@@ -1,7 +1,7 @@
 import { loadsAsEncoder } from "../formats/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
+import { checkSlotFolder, DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeFrom, draftTokensOf, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
@@ -89,6 +89,12 @@ Options:
                         page are never written), as llama-server and vLLM log theirs by default
   --no-slots            answer GET /slots (the requests running, their sampling settings) with 501, as
                         llama-server's --no-slots; by default it lists them, as llama-server does
+  --slot-save-path DIR  a folder (it must exist) for POST /slots/{id}?action=save and action=restore, as
+                        llama-server's: body {"filename": "..."}, a plain file name in DIR; save writes the
+                        slot's cached prompt tokens and their KV rows (tsllm's own format, not llama.cpp's;
+                        it names the model, and a file of another model or a damaged one is refused), restore
+                        puts them back in the prefix cache, so a request starting with those tokens reuses
+                        them. Without it, save and restore answer 501 as llama-server's do
   --draft-model MODEL   speculative decoding with this draft model (a file, folder or Hub reference as --model,
                         with the model's vocabulary; llama-server's -md): every request of one choice without
                         logprobs drafts with it. Greedy replies are the model's own, token for token; sampled
@@ -107,15 +113,27 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-name": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
-  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, admission: { type: "string" },
+  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, "slot-save-path": { type: "string" }, admission: { type: "string" },
   "draft-model": { type: "string" }, "draft-tokens": { type: "string" }, "draft-quantize": { type: "string" },
 };
 
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
-  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots",
+  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR",
 };
+
+/** --slot-save-path: an existing folder, checked before the model loads (llama-server's "not a directory") */
+function slotSavePathFrom(values: ParsedValues): { slotSavePath?: string } {
+  const folder = optionalNonEmpty(values, "slot-save-path", "a folder for the slot files");
+  if (folder === undefined) return {};
+  try {
+    checkSlotFolder(folder, "--slot-save-path");
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  return { slotSavePath: folder };
+}
 
 export async function runServe(argv: string[]): Promise<void> {
   const values = parse(argv, SERVE_ARGS);
@@ -145,6 +163,7 @@ export async function runServe(argv: string[]): Promise<void> {
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
     log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS, slots: values["no-slots"] !== true,
+    ...slotSavePathFrom(values),
     ...(draftTokens !== undefined ? { draftTokens } : {}),
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and

@@ -12,7 +12,7 @@ import { checkBannedTokens, checkLogitBiasIds, checkPromptTokens, checkStopToken
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
-import { dropCachedPrefix, SlotTable, type SlotState } from "./slots.js";
+import { cachedPrefixBlocks, dropCachedPrefix, SlotTable, type KVLayout, type SlotCache, type SlotState } from "./slots.js";
 import type { DraftRound, SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
@@ -170,6 +170,10 @@ export class Engine {
   readonly maxBatchTokens: number;
   /** which running request holds each of the maxSequences places (llama-server's slots) */
   private readonly slotTable: SlotTable;
+  /** tasks waiting for the step in flight to end (betweenSteps) */
+  private readonly pendingBetween: (() => void)[] = [];
+  /** whether a step is computing or handing out its logits (from its pass to its update's end) */
+  private stepping = false;
 
   constructor(
     readonly model: LanguageModel,
@@ -335,15 +339,100 @@ export class Engine {
    * so no later request reuses them; resolves with the tokens whose rows were dropped
    */
   async eraseSlot(id: number): Promise<number> {
+    await this.idleSlot(id);
+    const tokens = this.slotTable.takeLast(id);
+    return tokens && this.pool ? dropCachedPrefix(this.pool, tokens) : 0;
+  }
+
+  /**
+   * How the KV pool stores a block's rows (what a saved slot's rows fit only where it is the
+   * same: the model's shape, the cache types, the planes the backend reads); makes the pool
+   */
+  kvLayout(): KVLayout {
+    this.ensureScheduler();
+    const p = this.pool!, i = this.model.info;
+    return { layers: p.nLayers, headCountKv: i.headCountKv, headDim: i.headDim, blockSize: p.blockSize, cacheTypeK: p.types.k, cacheTypeV: p.types.v, planar: p.planar, blockFloats: p.blockFloats };
+  }
+
+  /**
+   * llama-server's slot save, in the engine's terms: once the request running in slot `id` (if
+   * any) has ended, the tokens the slot ran last whose rows the prefix cache holds (its leading
+   * whole blocks; a partial last block is never cached) and those rows, one array per block as
+   * KVBlockPool.readBlock stores them (kvLayout). The reads are issued between two steps.
+   */
+  async saveSlot(id: number): Promise<SlotCache> {
+    await this.idleSlot(id);
+    const taken = await this.betweenSteps(() => {
+      const tokens = this.slotTable.lastTokens(id) ?? [];
+      const blocks = this.pool ? cachedPrefixBlocks(this.pool, tokens) : [];
+      return { tokens: tokens.slice(0, blocks.length * DEFAULT_BLOCK_SIZE), reads: blocks.map((b) => this.pool!.readBlock(b)) };
+    });
+    return { tokens: taken.tokens, blocks: await Promise.all(taken.reads) };
+  }
+
+  /**
+   * llama-server's slot restore: once slot `id` is idle, `cache`'s rows (saveSlot's, from a model
+   * and pool of this kvLayout) go into the prefix cache under its tokens, so the next request
+   * starting with them computes none of their rows, and the slot remembers the tokens (an erase
+   * drops them). Blocks already cached stay as they are. Refused, nothing changed, where the
+   * cache does not fit the context or the pool has no room for it; resolves with the tokens.
+   */
+  async restoreSlot(id: number, cache: SlotCache): Promise<number> {
+    const { tokens, blocks } = cache, layout = this.kvLayout();
+    if (tokens.length !== blocks.length * layout.blockSize) throw new RangeError(`a slot's cache holds ${blocks.length} blocks of ${layout.blockSize} tokens, got ${tokens.length} tokens`);
+    if (tokens.length > this.contextSize) throw new RangeError(`the restored tokens (${tokens.length}) do not fit the context of ${this.contextSize}`);
+    const bad = tokens.findIndex((t) => !(Number.isInteger(t) && t >= 0 && t < this.tokenIds));
+    if (bad >= 0) throw new RangeError(`token ${bad} of the restored slot (${shownValue(tokens[bad])}) is no token id of this model (0..${this.tokenIds - 1})`);
+    for (const b of blocks) if (b.length !== layout.blockFloats) throw new RangeError(`a block's rows are ${layout.blockFloats} floats in this KV cache, got ${b.length}`);
+    await this.idleSlot(id);
+    return this.betweenSteps(() => {
+      const pool = this.pool!, bs = pool.blockSize;
+      // (checked first, so a refusal changes nothing: restored blocks go idle as they are made, and
+      // take() evicts the oldest idle first, so only room beyond them is counted)
+      const needed = blocks.length - cachedPrefixBlocks(pool, tokens).length;
+      if (needed > pool.roomBlocks) throw new RangeError(`no room in the KV cache: the slot's ${blocks.length} blocks need ${needed} more, ${pool.roomBlocks} are free or evictable`);
+      let previous = 0;
+      blocks.forEach((rows, b) => (previous = pool.restoreBlock(KVBlockPool.prefixKey(previous, tokens.slice(b * bs, (b + 1) * bs)), rows)));
+      this.slotTable.restored(id, tokens);
+      return tokens.length;
+    });
+  }
+
+  /** resolves once no request runs in slot `id` (checked again after each one ends: another may have taken it) */
+  private async idleSlot(id: number): Promise<void> {
     if (!Number.isInteger(id) || id < 0 || id >= this.maxSequences) throw new RangeError(`slot id must be an integer in [0, ${this.maxSequences}), got ${shownValue(id)}`);
     for (;;) {
       if (this.scheduler) this.slotTable.sync(this.scheduler.running);
       const running = this.slotTable.holder(id);
-      if (!running) break;
+      if (!running) return;
       await running.outcome.then(() => undefined, () => undefined);
     }
-    const tokens = this.slotTable.takeLast(id);
-    return tokens && this.pool ? dropCachedPrefix(this.pool, tokens) : 0;
+  }
+
+  /**
+   * Runs `task` while no step is computing (now, or as the step in flight ends): a change to the pool's blocks or arrays mid-step (a restore's take()
+   * may grow them) would lose the rows the step is writing
+   */
+  private betweenSteps<T>(task: () => T): Promise<T> {
+    if (!this.stepping) {
+      try {
+        return Promise.resolve(task());
+      } catch (e) {
+        return Promise.reject(e);
+      }
+    }
+    return new Promise<T>((resolve, reject) => this.pendingBetween.push(() => {
+      try {
+        resolve(task());
+      } catch (e) {
+        reject(e);
+      }
+    }));
+  }
+
+  /** the tasks betweenSteps queued for the loop */
+  private runBetween(): void {
+    for (const task of this.pendingBetween.splice(0)) task();
   }
 
   /**
@@ -462,26 +551,32 @@ export class Engine {
         });
         continue;
       }
-      let logits: (Float32Array | undefined)[];
+      this.stepping = true;
       try {
-        logits = await executeStep(this.model, plan, this.slicer);
-      } catch (e) {
-        // one request's rows may be what failed the pass: run each request alone, so the one at
-        // fault fails alone and the others go on (their rows are rewritten in place: a failed pass
-        // never advances a cache's length)
-        ({ plan, logits } = await this.isolate(plan, e));
-        if (plan.chunks.length === 0) continue;
-      }
-      this.steps++;
-      for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
-      this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
-      if (this.closed) return void (this.looping = false);
-      try {
-        await this.update(s, plan, logits);
-      } catch (e) {
-        // (update fails a request whose strategy throws; anything else that throws fails the step's requests, not the engine)
-        const error = explainStepError(e, this.options.source);
-        for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, error);
+        let logits: (Float32Array | undefined)[];
+        try {
+          logits = await executeStep(this.model, plan, this.slicer);
+        } catch (e) {
+          // one request's rows may be what failed the pass: run each request alone, so the one at
+          // fault fails alone and the others go on (their rows are rewritten in place: a failed pass
+          // never advances a cache's length)
+          ({ plan, logits } = await this.isolate(plan, e));
+          if (plan.chunks.length === 0) continue;
+        }
+        this.steps++;
+        for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
+        this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
+        if (this.closed) return void (this.looping = false);
+        try {
+          await this.update(s, plan, logits);
+        } catch (e) {
+          // (update fails a request whose strategy throws; anything else that throws fails the step's requests, not the engine)
+          const error = explainStepError(e, this.options.source);
+          for (const r of new Set(plan.chunks.map((c) => c.request))) this.end(r, error);
+        }
+      } finally {
+        this.stepping = false;
+        this.runBetween();
       }
       await this.slicer.turn();
     }

@@ -1,4 +1,5 @@
 import { KVBlockPool } from "../cache/index.js";
+import type { KVCacheType } from "../kernels/index.js";
 import type { EngineRequest, RequestParams } from "./request.js";
 
 /**
@@ -28,6 +29,27 @@ export interface SlotState {
   readonly id: number;
   /** the request running in the slot; none: the slot is idle */
   readonly task?: SlotTask;
+}
+
+/** how an engine's KV pool stores a block's rows: a saved slot's rows fit only a pool where all of it is the same (Engine.kvLayout) */
+export interface KVLayout {
+  readonly layers: number;
+  readonly headCountKv: number;
+  readonly headDim: number;
+  /** positions a block holds */
+  readonly blockSize: number;
+  readonly cacheTypeK: KVCacheType;
+  readonly cacheTypeV: KVCacheType;
+  /** whether each layer's arrays are one plane per KV head (KVBlockPool.planar) */
+  readonly planar: boolean;
+  /** floats one block's rows are (KVBlockPool.blockFloats) */
+  readonly blockFloats: number;
+}
+
+/** a slot's cached tokens and their rows (Engine.saveSlot, restoreSlot): whole blocks, one array of KVLayout.blockFloats per block */
+export interface SlotCache {
+  readonly tokens: readonly number[];
+  readonly blocks: readonly Float32Array[];
 }
 
 export class SlotTable {
@@ -95,6 +117,16 @@ export class SlotTable {
     return tokens;
   }
 
+  /** the tokens the slot ran last (or was restored with), kept by the table */
+  lastTokens(id: number): readonly number[] | undefined {
+    return this.last[id];
+  }
+
+  /** the slot is restored: it remembers `tokens` as the ones it ran last (an erase drops their rows) */
+  restored(id: number, tokens: readonly number[]): void {
+    this.last[id] = [...tokens];
+  }
+
   private free(id: number): void {
     const r = this.holders[id]!;
     // (a choice already retired: its prompt, which its rows began with, is what is known of it)
@@ -104,19 +136,28 @@ export class SlotTable {
 }
 
 /**
- * Drops the cached prefix blocks of `tokens` that no sequence holds from the pool's prefix cache
- * (those in use stay: another request runs on them) and returns the tokens whose rows went with
- * them. The chain of keys is walked as the scheduler looks a prompt up (each block's key names
- * the registration of the block before it), past blocks kept.
+ * The leading full blocks of `tokens` the pool's prefix cache holds, in order, as the scheduler
+ * looks a prompt up (each block's key names the registration of the block before it)
  */
-export function dropCachedPrefix(pool: KVBlockPool, tokens: readonly number[]): number {
-  const bs = pool.blockSize;
-  let id = 0, dropped = 0;
+export function cachedPrefixBlocks(pool: KVBlockPool, tokens: readonly number[]): number[] {
+  const bs = pool.blockSize, blocks: number[] = [];
+  let id = 0;
   for (let b = 0; (b + 1) * bs <= tokens.length; b++) {
     const found = pool.lookup(KVBlockPool.prefixKey(id, tokens.slice(b * bs, (b + 1) * bs)));
     if (!found) break;
     id = found.id;
-    if (pool.forget(found.block)) dropped += bs;
+    blocks.push(found.block);
   }
+  return blocks;
+}
+
+/**
+ * Drops the cached prefix blocks of `tokens` that no sequence holds from the pool's prefix cache
+ * (those in use stay: another request runs on them) and returns the tokens whose rows went with
+ * them. Every block is looked up before any is dropped: a key names the block before it.
+ */
+export function dropCachedPrefix(pool: KVBlockPool, tokens: readonly number[]): number {
+  let dropped = 0;
+  for (const block of cachedPrefixBlocks(pool, tokens)) if (pool.forget(block)) dropped += pool.blockSize;
   return dropped;
 }

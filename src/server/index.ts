@@ -4,3 +4,4 @@ export type { SettingNames } from "./setting-names.js";
 export { ApiError } from "./errors.js";
 export { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT } from "./http.js";
 export { templateKwargsProblem } from "./requests.js";
+export { checkSlotFolder } from "./slot-files.js";

@@ -22,6 +22,7 @@ import { TokenTexts } from "./openai.js";
 import { defined, optBoolean, type Body } from "./params.js";
 import { idsAndTexts, kindOf, promptTokens, templateKwargsProblem, type PromptInput } from "./requests.js";
 import { PAGE_PATHS, servePage } from "./page.js";
+import { checkSlotFolder } from "./slot-files.js";
 import { listSlots, SLOT_PREFIX, SLOT_ROUTE, slotAction, slotsOff } from "./slots.js";
 import { DEFAULT_SSE_PING_MS, SseWriter } from "./sse.js";
 
@@ -89,6 +90,12 @@ export interface ServeOptions {
   draftTokens?: number;
   /** llama-server's GET /slots, which lists the requests running and their sampling settings (default true; false: a 501, as llama-server's --no-slots) */
   slots?: boolean;
+  /**
+   * a folder for the slot files of POST /slots/{id}?action=save|restore (llama-server's
+   * --slot-save-path; it must exist): each holds a slot's cached tokens and their KV rows, tsllm's
+   * own format. Without it save and restore are a 501, as llama-server's
+   */
+  slotSavePath?: string;
 }
 
 const CLIENT_CLOSED_REQUEST = 499;
@@ -232,6 +239,7 @@ export class OpenAIServer {
     this.settings = { ...LIBRARY_SETTING_NAMES, ...options.settingNames };
     this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
     if (options.draftTokens !== undefined && !(Number.isInteger(options.draftTokens) && options.draftTokens >= 1)) throw new RangeError(`draftTokens must be an integer >= 1, got ${options.draftTokens}`);
+    if (options.slotSavePath !== undefined) checkSlotFolder(options.slotSavePath, "slotSavePath");
     Promise.all([model, options.draftModel]).then(([m, draft]) => {
       if (draft !== undefined) {
         if ("embed" in m) throw new RangeError(`draftModel: ${m.path} is an embedding model, which generates nothing to draft for`);
@@ -734,11 +742,12 @@ export class OpenAIServer {
     return this.reply(res, 200, listSlots(model, this.draft !== undefined, queryOf(req)));
   }
 
-  /** llama-server's POST /slots/{id_slot}?action=erase (slots.ts); its body, if any, is read and not used (save and restore's filename) */
+  /** llama-server's POST /slots/{id_slot}?action=erase|save|restore (slots.ts); the body (save and restore's filename) is parsed only for those two */
   private async slotAction(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { model } = this.ready();
-    await readBody(req, this.bodyLimit, this.bodies);
-    await this.reply(res, 200, await slotAction(model, pathOf(req).slice(SLOT_PREFIX.length), queryOf(req)));
+    const raw = await readBody(req, this.bodyLimit, this.bodies);
+    const files = { setting: this.settings.slotSavePath, ...(this.options.slotSavePath !== undefined ? { folder: this.options.slotSavePath } : {}) };
+    await this.reply(res, 200, await slotAction(model, pathOf(req).slice(SLOT_PREFIX.length), queryOf(req), () => parseJsonObject(raw), files));
   }
 
   private health(res: ServerResponse): Promise<void> {

@@ -22,10 +22,12 @@ export interface SettingNames {
   readonly cacheTypes: string;
   /** GET /slots turned off (ServeOptions.slots false) */
   readonly slots: string;
+  /** the slot files' folder (ServeOptions.slotSavePath), after "Start it with" */
+  readonly slotSavePath: string;
 }
 
 /** the library's option names, for a server started from the library */
 export const LIBRARY_SETTING_NAMES: SettingNames = {
   kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
-  cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false",
+  cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false", slotSavePath: "slotSavePath (a folder for the slot files)",
 };

@@ -2,6 +2,7 @@ import type { SlotState } from "../engine/index.js";
 import type { Model } from "../llm.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
 import { ApiError, invalid } from "./errors.js";
+import { modelIdentity, readSlotFile, SlotFileError, validSlotFilename, writeSlotFile } from "./slot-files.js";
 
 /*
  * llama-server's GET /slots and POST /slots/{id_slot}?action=... (tools/server: server-context.cpp's
@@ -51,13 +52,32 @@ export function slotsOff(setting: string): ApiError {
   return new ApiError(501, `This server does not support slots endpoint: it was started with ${setting}`, "not_supported_error", null, "not_supported");
 }
 
+/** where POST /slots/{id}?action=save|restore keeps its files, and what the refusal without it names */
+export interface SlotFiles {
+  /** the folder (ServeOptions.slotSavePath); none: save and restore are llama-server's 501 */
+  readonly folder?: string;
+  /** the setting that names it, after "Start it with" */
+  readonly setting: string;
+}
+
+type SlotActionResult =
+  | { id_slot: number; n_erased: number }
+  | { id_slot: number; filename: string; n_saved: number; n_written: number; timings: { save_ms: number } }
+  | { id_slot: number; filename: string; n_restored: number; n_read: number; timings: { restore_ms: number } };
+
 /**
- * POST /slots/{id_slot}?action=erase: once the slot's request (if any) has ended, the rows of the
- * tokens it ran last are dropped from the prefix cache (those another running request holds stay),
- * {id_slot, n_erased} as llama-server answers; save and restore (llama-server's files of a slot's
- * KV cache, under --slot-save-path) are a 501: this server writes no KV cache to files
+ * POST /slots/{id_slot}?action=erase|save|restore (llama-server's post_slots, handle_slots_*).
+ * erase: once the slot's request (if any) has ended, the rows of the tokens it ran last are
+ * dropped from the prefix cache (those another running request holds stay), {id_slot, n_erased}.
+ * save: once the slot is idle, the tokens it ran last whose rows the prefix cache holds (whole
+ * blocks of 16) and those rows go to the folder's file `filename` (slot-files.ts: tsllm's own
+ * format, not llama.cpp's), {id_slot, filename, n_saved, n_written, timings.save_ms}. restore: the
+ * file's rows go back into the prefix cache under its tokens, so the next request starting with
+ * them reuses them, {id_slot, filename, n_restored, n_read, timings.restore_ms}. Without a folder
+ * save and restore are llama-server's 501 (it refuses erase too; here erase needs no files). `body`:
+ * the request's JSON object, parsed only for save and restore (erase reads none).
  */
-export async function slotAction(model: Model, rawId: string, query: URLSearchParams): Promise<{ id_slot: number; n_erased: number }> {
+export async function slotAction(model: Model, rawId: string, query: URLSearchParams, body: () => Record<string, unknown>, files: SlotFiles): Promise<SlotActionResult> {
   const slots = model.engine.maxSequences;
   let id = Number.NaN;
   try {
@@ -67,9 +87,37 @@ export async function slotAction(model: Model, rawId: string, query: URLSearchPa
   }
   if (!(id < slots)) throw invalid("id_slot", `Invalid slot ID: ${JSON.stringify(rawId)}; this server's slots are 0..${slots - 1} (GET /slots lists them)`);
   const action = query.get("action") ?? "";
-  if (action === "save" || action === "restore") {
-    throw new ApiError(501, `This server does not support slots action "${action}": it keeps no slot's KV cache in files (llama-server's slot-save-path); action=erase is supported`, "not_supported_error", "action", "not_supported");
+  if (action === "erase") return { id_slot: id, n_erased: await model.engine.eraseSlot(id) };
+  if (action !== "save" && action !== "restore") throw invalid("action", `Invalid action: ${JSON.stringify(action)}; expected erase, save or restore`);
+  if (files.folder === undefined) {
+    throw new ApiError(501, `This server does not support slots action "${action}". Start it with ${files.setting}`, "not_supported_error", "action", "not_supported");
   }
-  if (action !== "erase") throw invalid("action", `Invalid action: ${JSON.stringify(action)}; expected erase (save and restore are not supported)`);
-  return { id_slot: id, n_erased: await model.engine.eraseSlot(id) };
+  const filename = body().filename;
+  if (typeof filename !== "string" || !validSlotFilename(filename)) {
+    const given = filename === undefined ? "none given" : JSON.stringify(filename);
+    throw invalid("filename", `Invalid filename: ${given}; expected a file name in the slot save folder: 1 to 255 bytes, no / \\ : * ? " < > | or control characters, no "..", no leading or trailing space, no trailing dot`);
+  }
+  const started = performance.now();
+  const identity = await modelIdentity(model.path);
+  const kv = model.engine.kvLayout();
+  if (action === "save") {
+    const cache = await model.engine.saveSlot(id);
+    let written: number;
+    try {
+      written = await writeSlotFile(files.folder, filename, identity, kv, cache);
+    } catch (e) {
+      throw new ApiError(500, `Unable to save slot: ${(e as Error).message}`, "server_error", null, null);
+    }
+    return { id_slot: id, filename, n_saved: cache.tokens.length, n_written: written, timings: { save_ms: performance.now() - started } };
+  }
+  let restored: number, read: number;
+  try {
+    const file = await readSlotFile(files.folder, filename, identity, kv, model.contextSize);
+    read = file.bytes;
+    restored = await model.engine.restoreSlot(id, file.cache);
+  } catch (e) {
+    if (!(e instanceof SlotFileError || e instanceof RangeError)) throw e;
+    throw invalid("filename", `Unable to restore slot: ${e.message}`);
+  }
+  return { id_slot: id, filename, n_restored: restored, n_read: read, timings: { restore_ms: performance.now() - started } };
 }

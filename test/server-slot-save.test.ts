@@ -1,0 +1,231 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { loadModel } from "../src/index.js";
+import { startServer } from "../src/server/index.js";
+import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
+import { post, serveStories, skipStories, spawnServe } from "./helpers/serve.js";
+import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
+
+/*
+ * llama-server's POST /slots/{id}?action=save|restore (tools/server: server-context.cpp's
+ * handle_slots_save / handle_slots_restore and the SLOT_SAVE / SLOT_RESTORE tasks, common.cpp's
+ * fs_validate_filename, common/arg.cpp's --slot-save-path): the file is tsllm's own, the answers
+ * and refusals llama-server's.
+ */
+
+const PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends and her dog.";
+const dir = mkdtempSync(join(tmpdir(), "tsllm-slots-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("slot save and restore on stories260K", { skip: skipStories }, () => {
+  let s: Awaited<ReturnType<typeof serveStories>>;
+  const folder = join(dir, "stories");
+  before(async () => {
+    rmSync(folder, { recursive: true, force: true });
+    mkdirSync(folder);
+    s = await serveStories({ maxSequences: 2 }, { slotSavePath: folder });
+  });
+  after(() => s?.close());
+
+  const action = (id: number, act: string, body: unknown = {}) => post(`${s.url}/slots/${id}?action=${act}`, body);
+  /** the greedy completion of PROMPT: its tokens, and the prompt tokens it found cached */
+  const complete = async () => {
+    const r = await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 12, temperature: 0, return_tokens: true });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    return { tokens: r.json.tokens as number[], cached: r.json.timings.cache_n as number, processed: r.json.timings.prompt_n as number };
+  };
+
+  test("save writes the slot's cached tokens and rows; after an erase, restore puts them back: the same request reuses them and answers the fresh run's tokens", async () => {
+    await action(0, "erase");
+    const fresh = await complete();
+    assert.equal(fresh.cached, 0, "a cold cache");
+    const warm = await complete();
+    assert.ok(warm.cached > 0, "the repeated prompt is found in the prefix cache");
+
+    const saved = await action(0, "save", { filename: "lily.slot" });
+    assert.equal(saved.status, 200, JSON.stringify(saved.json));
+    assert.deepEqual(Object.keys(saved.json).sort(), ["filename", "id_slot", "n_saved", "n_written", "timings"]);
+    assert.equal(saved.json.id_slot, 0);
+    assert.equal(saved.json.filename, "lily.slot");
+    assert.ok(saved.json.n_saved >= warm.cached && saved.json.n_saved % 16 === 0, JSON.stringify(saved.json));
+    assert.equal(saved.json.n_written, statSync(join(folder, "lily.slot")).size);
+    assert.equal(typeof saved.json.timings.save_ms, "number");
+    // (written through a temporary file renamed over it: none is left)
+    assert.deepEqual(readdirSync(folder), ["lily.slot"]);
+
+    const erased = await action(0, "erase");
+    assert.ok(erased.json.n_erased >= warm.cached, JSON.stringify(erased.json));
+    // another prompt's rows then fill the blocks the erase freed (so what the restore reads must be the file's), and are erased in turn
+    const other = await post(`${s.url}/completion`, { prompt: `The dog ran to the park. ${PROMPT}`, n_predict: 12, temperature: 0 });
+    assert.equal(other.status, 200);
+    assert.ok((await action(0, "erase")).json.n_erased > 0);
+    const hitsBefore = s.model.engine.stats.kv!.prefixHits;
+    const restored = await action(0, "restore", { filename: "lily.slot" });
+    assert.equal(restored.status, 200, JSON.stringify(restored.json));
+    assert.deepEqual(Object.keys(restored.json).sort(), ["filename", "id_slot", "n_read", "n_restored", "timings"]);
+    assert.equal(restored.json.n_restored, saved.json.n_saved);
+    assert.equal(restored.json.n_read, saved.json.n_written);
+    assert.equal(typeof restored.json.timings.restore_ms, "number");
+
+    const again = await complete();
+    assert.equal(again.cached, warm.cached, "the restored rows are found as the warm cache's were");
+    assert.equal(again.processed, fresh.processed - warm.cached);
+    assert.ok(s.model.engine.stats.kv!.prefixHits > hitsBefore);
+    assert.deepEqual(again.tokens, fresh.tokens, "the reply on the restored rows is the fresh run's");
+
+    // an erase drops what the restore put back
+    assert.ok((await action(0, "erase")).json.n_erased >= warm.cached);
+    assert.equal((await complete()).cached, 0);
+  });
+
+  test("filenames llama-server's fs_validate_filename refuses are a 400 naming filename; nothing is written", async () => {
+    for (const filename of ["../escape", "a/b", "a\\b", "..", ".", "", " lead", "trail ", "dot.", "x:y", "q?", "nul\u0000", "x".repeat(256), 7, null]) {
+      for (const act of ["save", "restore"]) {
+        const r = await action(0, act, { filename });
+        assert.equal(r.status, 400, `${act} ${JSON.stringify(filename)}: ${JSON.stringify(r.json)}`);
+        assert.equal(r.json.error.param, "filename");
+        assert.match(r.json.error.message, /^Invalid filename: /);
+      }
+    }
+    const none = await action(0, "save", {});
+    assert.equal(none.status, 400);
+    assert.match(none.json.error.message, /^Invalid filename: none given; expected a file name/);
+    assert.equal((await action(0, "save", "not an object")).status, 400);
+    assert.ok(!readdirSync(dir).includes("escape"));
+    // a name of UTF-8 and inner dots is a name
+    assert.equal((await action(1, "save", { filename: "élan.v2.bin" })).status, 200);
+  });
+
+  test("a missing, truncated, lengthened or changed file is refused in one line, and the slot and cache are left as they were", async () => {
+    await action(0, "erase");
+    await complete();
+    const saved = await action(0, "save", { filename: "good.slot" });
+    assert.equal(saved.status, 200, JSON.stringify(saved.json));
+    const bytes = readFileSync(join(folder, "good.slot"));
+    writeFileSync(join(folder, "short.slot"), bytes.subarray(0, bytes.length - 10));
+    writeFileSync(join(folder, "stub.slot"), bytes.subarray(0, 10));
+    writeFileSync(join(folder, "long.slot"), Buffer.concat([bytes, Buffer.from([0])]));
+    const flipped = Buffer.from(bytes);
+    flipped[flipped.length - 100]! ^= 0x40;
+    writeFileSync(join(folder, "flipped.slot"), flipped);
+    writeFileSync(join(folder, "other.slot"), "GGUF and then some");
+    await action(0, "erase");
+    for (const [filename, why] of [["absent.slot", /no slot file named "absent.slot"/], ["short.slot", /is truncated: \d+ bytes, its header says \d+/], ["stub.slot", /is truncated or no slot file/],
+      ["long.slot", /has 1 bytes more than/], ["flipped.slot", /does not match its checksum: it is corrupt/], ["other.slot", /is not a tsllm slot file/]] as const) {
+      const r = await action(0, "restore", { filename });
+      assert.equal(r.status, 400, `${filename}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.error.type, "invalid_request_error");
+      assert.match(r.json.error.message, /^Unable to restore slot: /);
+      assert.match(r.json.error.message, why);
+      assert.doesNotMatch(r.json.error.message, /\n/);
+    }
+    // nothing of them reached the cache; the good file still restores
+    assert.equal((await action(0, "erase")).json.n_erased, 0);
+    assert.equal((await action(0, "restore", { filename: "good.slot" })).json.n_restored, saved.json.n_saved);
+  });
+});
+
+describe("slot files and models", { skip: skipStories }, () => {
+  test("a file saved by another model (the same shape and metadata, other weights) is refused naming both; the KV layout is checked too", async () => {
+    const folder = mkdtempSync(join(dir, "models-"));
+    const one = await loadModel(await ensureRandomModel(tinyLlama), { contextSize: 128, threads: 1 });
+    const two = await loadModel(await ensureRandomModel({ ...tinyLlama, seed: 2 }), { contextSize: 128, threads: 1 });
+    const f16 = await loadModel(await ensureRandomModel(tinyLlama), { contextSize: 128, threads: 1, cacheTypeK: "f16" });
+    const servers = await Promise.all([one, two, f16].map((m) => startServer(m, { port: 0, slotSavePath: folder })));
+    try {
+      const [a, b, c] = servers.map((x) => x.url);
+      const prompt = Array.from({ length: 40 }, (_, i) => 5 + i);
+      assert.equal((await post(`${a}/completion`, { prompt, n_predict: 4, temperature: 0 })).status, 200);
+      const saved = await post(`${a}/slots/0?action=save`, { filename: "one.slot" });
+      assert.equal(saved.status, 200, JSON.stringify(saved.json));
+      assert.ok(saved.json.n_saved > 0);
+      const other = await post(`${b}/slots/0?action=restore`, { filename: "one.slot" });
+      assert.equal(other.status, 400, JSON.stringify(other.json));
+      assert.match(other.json.error.message, /^Unable to restore slot: slot file "one.slot" was saved by model "[^"]+" \(\d+ bytes, sha256 [0-9a-f]{12}\.\.\.\), not this server's "[^"]+" .*its KV rows mean nothing to this model$/);
+      assert.equal(two.engine.stats.kv?.cachedBlocks ?? 0, 0, "nothing restored");
+      const layout = await post(`${c}/slots/0?action=restore`, { filename: "one.slot" });
+      assert.equal(layout.status, 400, JSON.stringify(layout.json));
+      assert.match(layout.json.error.message, /was saved with another KV cache layout \(cacheTypeK f32, here f16; blockFloats \d+, here \d+\)/);
+      // the model that saved it takes it
+      assert.equal((await post(`${a}/slots/1?action=restore`, { filename: "one.slot" })).status, 200);
+    } finally {
+      await Promise.all(servers.map((x) => x.close(1000)));
+      for (const m of [one, two, f16]) (await m).dispose();
+    }
+  });
+
+  test("the round trip keeps encoded rows of several KV heads: tinyLlama (2 KV heads) with q8_0 K and V answers the fresh run's tokens on restored rows", async () => {
+    const folder = mkdtempSync(join(dir, "q8-"));
+    const m = await loadModel(await ensureRandomModel(tinyLlama), { contextSize: 128, threads: 1, cacheTypeK: "q8_0", cacheTypeV: "q8_0" });
+    const server = await startServer(m, { port: 0, slotSavePath: folder });
+    try {
+      const run = async (prompt: number[]) => {
+        const r = await post(`${server.url}/completion`, { prompt, n_predict: 10, temperature: 0, return_tokens: true });
+        assert.equal(r.status, 200, JSON.stringify(r.json));
+        return { tokens: r.json.tokens as number[], cached: r.json.timings.cache_n as number };
+      };
+      const prompt = Array.from({ length: 50 }, (_, i) => 7 + ((i * 13) % 200));
+      const fresh = await run(prompt);
+      const warm = await run(prompt);
+      assert.ok(warm.cached > 0);
+      assert.equal((await post(`${server.url}/slots/0?action=save`, { filename: "q8.slot" })).status, 200);
+      await post(`${server.url}/slots/0?action=erase`, {});
+      // other rows in the freed blocks, erased in turn
+      await run(prompt.map((t) => t + 1));
+      await post(`${server.url}/slots/0?action=erase`, {});
+      const restored = await post(`${server.url}/slots/0?action=restore`, { filename: "q8.slot" });
+      assert.equal(restored.status, 200, JSON.stringify(restored.json));
+      const again = await run(prompt);
+      assert.equal(again.cached, warm.cached);
+      assert.deepEqual(again.tokens, fresh.tokens);
+    } finally {
+      await server.close(1000);
+      m.dispose();
+    }
+  });
+
+  test("without slotSavePath save and restore are llama-server's 501 naming the setting; a folder that is none is refused at start", async () => {
+    const s = await serveStories();
+    try {
+      for (const act of ["save", "restore"]) {
+        const r = await post(`${s.url}/slots/0?action=${act}`, { filename: "x.slot" });
+        assert.equal(r.status, 501, JSON.stringify(r.json));
+        assert.equal(r.json.error.type, "not_supported_error");
+        assert.equal(r.json.error.message, `This server does not support slots action "${act}". Start it with slotSavePath (a folder for the slot files)`);
+      }
+      assert.throws(() => startServer(s.model, { port: 0, slotSavePath: join(dir, "nowhere") }), /^RangeError: slotSavePath: not a directory: ".*nowhere" \(the slot files' folder must exist\)$/);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+test("tsllm serve --slot-save-path DIR: save and restore over HTTP; without it the 501 names the flag; a missing folder is a usage error (exit 2)", { skip: skipStories }, async () => {
+  const folder = mkdtempSync(join(dir, "cli-"));
+  const s = await spawnServe(["--slot-save-path", folder]);
+  const plain = await spawnServe([]);
+  try {
+    assert.equal((await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 4, temperature: 0 })).status, 200);
+    const saved = await post(`${s.url}/slots/0?action=save`, { filename: "cli.slot" });
+    assert.equal(saved.status, 200, JSON.stringify(saved.json));
+    assert.ok(saved.json.n_saved > 0);
+    assert.equal((await post(`${s.url}/slots/0?action=erase`, {})).status, 200);
+    const restored = await post(`${s.url}/slots/0?action=restore`, { filename: "cli.slot" });
+    assert.equal(restored.json.n_restored, saved.json.n_saved);
+    const r = await post(`${plain.url}/slots/0?action=save`, { filename: "cli.slot" });
+    assert.equal(r.status, 501);
+    assert.equal(r.json.error.message, 'This server does not support slots action "save". Start it with --slot-save-path DIR');
+  } finally {
+    for (const c of [s, plain]) {
+      c.child.kill("SIGTERM");
+      assert.equal(await c.exited, 0, c.stderr());
+    }
+  }
+  const bad = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", sharedFile("models/stories260K.gguf")!, "--slot-save-path", join(dir, "nowhere")], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  assert.equal(bad.status, 2, bad.stderr);
+  assert.match(bad.stderr, /--slot-save-path: not a directory: ".*nowhere"/);
+});
