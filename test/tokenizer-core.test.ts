@@ -178,7 +178,7 @@ test("GGUF: SentencePiece defaults (BOS 1, EOS 2, add_bos, space prefix) and ove
 test("GGUF: bad tokenizer metadata is rejected with the key named", () => {
   const tokens = strs(["a", "b"]);
   assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.tokens": tokens })), /mem\.gguf: tokenizer\.ggml\.model: .*missing/);
-  assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.model": str("t5"), "tokenizer.ggml.tokens": tokens })), /tokenizer\.ggml\.model: expected "llama", "gpt2" or "bert", found "t5"/);
+  assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.model": str("t5"), "tokenizer.ggml.tokens": tokens })), /tokenizer\.ggml\.model: expected "llama", "gpt2", "bert", "gemma4" or "whitespace", found "t5"/);
   assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.model": str("gpt2"), "tokenizer.ggml.tokens": tokens })), /tokenizer\.ggml\.merges: required/);
   assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.model": str("gpt2"), "tokenizer.ggml.pre": str("nonsense"), "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": strs([]) })), /tokenizer\.ggml\.pre: unknown pre-tokenizer "nonsense"/);
   assert.throws(() => tokenizerFromGGUF(meta({ "tokenizer.ggml.model": str("llama"), "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": f32s([0]) })), /tokenizer\.ggml\.scores: expected 2 scores/);

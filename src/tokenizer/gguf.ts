@@ -24,10 +24,12 @@ const ADD_BOS_PRE = new Set([...LLAMA3_NAMES, "tekken", "chameleon"]);
 const IGNORE_MERGES_PRE = new Set([...LLAMA3_NAMES, "tekken", "youtu", "minicpm5", "granite-embed-multi-97m"]);
 /** Pre-tokenizers for which llama.cpp has no default BOS (only the file's tokenizer.ggml.bos_token_id). */
 const NO_DEFAULT_BOS_PRE = new Set(["chatglm-bpe", "glm4"]);
-/** `tokenizer.ggml.pre` names llama.cpp knows whose splitting tsllm does not have (llama-vocab.cpp) */
-const LLAMA_CPP_ONLY_PRE = new Set([
-  "gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace",
-]);
+/** Pre-tokenizers whose BPE llama.cpp runs over the raw text, not GPT-2's byte alphabet (byte_encode false) */
+const RAW_TEXT_PRE = new Set(["gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace"]);
+/** ... with spaces written as U+2581 (escape_whitespaces) */
+const ESCAPE_SPACES_PRE = new Set(["gemma4", "granite-embed-multi-311m", "sarvam-moe"]);
+/** LLAMA_VOCAB_PRE_TYPE_GEMMA4: a piece of line breaks that is a token is taken whole, and a BOS is always added */
+const GEMMA4_PRE = new Set(["gemma4", "granite-embed-multi-311m"]);
 
 /**
  * Builds a tokenizer from a GGUF file's `tokenizer.ggml.*` metadata, applying llama.cpp's rules:
@@ -37,11 +39,13 @@ const LLAMA_CPP_ONLY_PRE = new Set([
 export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
   const modelName = meta.string("tokenizer.ggml.model");
   if (modelName === undefined) throw new GGUFError(meta.path, "tokenizer.ggml.model", "required metadata key is missing (the file has no tokenizer)");
-  if (modelName !== "llama" && modelName !== "gpt2" && modelName !== "bert") {
-    throw new GGUFError(meta.path, "tokenizer.ggml.model", `expected "llama", "gpt2" or "bert", found ${JSON.stringify(modelName)} (not supported)`);
+  if (modelName !== "llama" && modelName !== "gpt2" && modelName !== "bert" && modelName !== "gemma4" && modelName !== "whitespace") {
+    throw new GGUFError(meta.path, "tokenizer.ggml.model", `expected "llama", "gpt2", "bert", "gemma4" or "whitespace", found ${JSON.stringify(modelName)} (not supported)`);
   }
-  const model: Model = modelName;
-  const pre = meta.string("tokenizer.ggml.pre");
+  // llama.cpp's "gemma4" and "whitespace" models are BPE: gemma4's with no default special ids and
+  // its own pre-tokenizer whatever the file names; whitespace's dropping white space between words
+  const model: Model = modelName === "gemma4" || modelName === "whitespace" ? "gpt2" : modelName;
+  const pre = modelName === "gemma4" ? "gemma4" : meta.string("tokenizer.ggml.pre");
 
   const rawTokens = meta.strings("tokenizer.ggml.tokens");
   if (!rawTokens || rawTokens.length === 0) throw new GGUFError(meta.path, "tokenizer.ggml.tokens", "required non-empty array of strings is missing");
@@ -69,9 +73,10 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     merges = parseMergeLines(lines, `${meta.path}: tokenizer.ggml.merges`);
     prePatterns = preTokenizerPatterns(pre ?? "default");
     if (!prePatterns) {
-      const what = LLAMA_CPP_ONLY_PRE.has(pre ?? "") ? "a pre-tokenizer llama.cpp knows but not supported by tsllm" : "unknown pre-tokenizer";
-      throw new GGUFError(meta.path, "tokenizer.ggml.pre", `${what} ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);
+      throw new GGUFError(meta.path, "tokenizer.ggml.pre", `unknown pre-tokenizer ${JSON.stringify(pre)}; known: ${KNOWN_PRE_TOKENIZERS.join(", ")}`);
     }
+    // the whitespace model's session cuts the text at white space first, then splits each word by the pre-tokenizer's patterns
+    if (modelName === "whitespace" && pre !== "whitespace") prePatterns = [...preTokenizerPatterns("whitespace")!, ...prePatterns];
   }
 
   const specialId = (key: string, fallback: number | undefined): number | undefined => {
@@ -84,7 +89,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     // a default that does not exist in this vocabulary (gpt2's 11 in a tiny one) means "none"
     return inVocab(fallback) ? fallback : undefined;
   };
-  const defaults = DEFAULT_IDS[model];
+  const defaults = modelName === "gemma4" ? {} : DEFAULT_IDS[model];
   const bosId = NO_DEFAULT_BOS_PRE.has(pre ?? "") ? specialId("bos_token_id", undefined) : specialId("bos_token_id", defaults.bos);
   const eosId = specialId("eos_token_id", defaults.eos);
   const unkId = specialId("unknown_token_id", defaults.unk);
@@ -97,6 +102,8 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
   let addEos = false;
   addBos = meta.bool("tokenizer.ggml.add_bos_token") ?? addBos;
   addEos = meta.bool("tokenizer.ggml.add_eos_token") ?? addEos;
+  // llama.cpp's workaround for Gemma 4 (its PR 21500): add_bos whatever the file says
+  if (model === "gpt2" && GEMMA4_PRE.has(pre ?? "")) addBos = true;
   const addSpacePrefix = meta.bool("tokenizer.ggml.add_space_prefix") ?? model === "llama";
 
   // one index of the tokens by text for every lookup below and the tokenizer's own (~5 ms each at 49K tokens)
@@ -135,6 +142,11 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     mergeName: (i) => `${meta.path}: tokenizer.ggml.merges[${i}]`,
     textToId: byText,
     ignoreMerges: model === "gpt2" && IGNORE_MERGES_PRE.has(pre ?? ""),
+    rawText: model === "gpt2" && RAW_TEXT_PRE.has(pre ?? ""),
+    escapeSpaces: model === "gpt2" && ESCAPE_SPACES_PRE.has(pre ?? ""),
+    newlinesWhole: model === "gpt2" && GEMMA4_PRE.has(pre ?? ""),
+    // the "whitespace" pre-tokenizer turns lowercasing off; the file's key says last (llama.cpp's loader)
+    dropWhitespace: modelName === "whitespace" ? { lowercase: meta.bool("tokenizer.ggml.normalizer.lowercase") ?? pre !== "whitespace" } : undefined,
     bosId, eosId, unkId, padId, sepId, clsId, maskId,
     eogIds: special.endOfGeneration, eotId: special.endOfTurn, fimIds: special.fim, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
     ...ggufChatTemplate(meta),

@@ -267,6 +267,11 @@ const JAIS2_CHUNKS = `^${JAIS2_CHUNK}*[\\r\\n][^]*|${[512, 256, 128, 64, 32, 16,
 const GRANITE_UPPER = "(?:[^\\P{L}a-z]|\\p{M})", GRANITE_LOWER = "(?:[^\\P{L}A-Z]|\\p{M})";
 const GRANITE_EMB_MULTI = `[^\\r\\n\\p{L}\\p{N}]?${GRANITE_UPPER}*${GRANITE_LOWER}+${CONTRACTIONS}?|[^\\r\\n\\p{L}\\p{N}]?${GRANITE_UPPER}+${GRANITE_LOWER}*${CONTRACTIONS}?|` +
   `\\p{N}{1,3}| ?[^${S}\\p{L}\\p{N}]+[\\r\\n/]*|${S}*[\\r\\n]+|${S}+(?!${NS})|${S}+`;
+/**
+ * gemma4's, granite-embed-multi-311m's and sarvam-moe's: no split but at line breaks (their BPE
+ * runs over the raw text, spaces written as U+2581, a line at a time: VocabSpec.rawText)
+ */
+const LINES = "[^\\n]+|[\\n]+";
 /** chameleon's image sentinels (PieceCursor.sentinelWindowed) */
 const SENTINEL = "<sentinel:[0-9]+>";
 /**
@@ -301,7 +306,10 @@ const PATTERNS: Record<string, string[]> = {
   "seed-coder": [SEED_CODER],
   minicpm5: [classRun("", "\\p{N}", "{1,3}"), MINICPM5],
   bailingmoe: [BAILINGMOE],
-  laguna: ["[^\\n]+|[\\n]+", QWEN2],
+  laguna: [LINES, QWEN2],
+  gemma4: [LINES],
+  // llama.cpp's `\S+` (its white space is \p{White_Space}: non-ASCII spaces are made U+000B for std::wregex)
+  whitespace: [classRun("", NS)],
   youtu: YOUTU,
   "kimi-k2": [KIMI_K2],
   "exaone-moe": [EXAONE_MOE],
@@ -332,6 +340,7 @@ const PRE_FAMILY: Record<string, string> = {
   qwen35: "qwen35", "seed-coder": "seed-coder", bailingmoe: "bailingmoe", bailingmoe2: "bailingmoe", "llada-moe": "bailingmoe",
   laguna: "laguna", youtu: "youtu", minicpm5: "minicpm5",
   "kimi-k2": "kimi-k2", "exaone-moe": "exaone-moe", afmoe: "afmoe", "tiny_aya": "tiny_aya", cohere2moe: "tiny_aya", superbpe: "superbpe", "jais-2": "jais-2", "granite-embed-multi-97m": "granite-embed-multi-97m",
+  gemma4: "gemma4", "granite-embed-multi-311m": "gemma4", "sarvam-moe": "gemma4", whitespace: "whitespace",
   "gpt-4o": "gpt-4o", llama4: "gpt-4o", kanana2: "gpt-4o", talkie: "gpt-4o", "minimax-m2": "gpt-4o",
 };
 

@@ -85,7 +85,7 @@ export interface FimTokenIds {
 }
 
 export interface Tokenizer extends ChatTemplateReading {
-  /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = byte-level BPE, bert = WordPiece */
+  /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = BPE with merges (byte-level; over the raw text for GGUF gemma4, sarvam-moe and whitespace), bert = WordPiece */
   readonly type: "llama" | "gpt2" | "bert";
   /** tokenizer.ggml.pre */
   readonly pre?: string;

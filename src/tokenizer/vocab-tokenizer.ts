@@ -9,7 +9,7 @@ import { SegmentCursor, SpmMerger, SpmSegmenter } from "./spm.js";
 import { TokenType, tokenIdRefusal, type ChatTemplateReading, type ChatTemplateSource, type DecodeOptions, type EncodeOptions, type FimTokenIds, type StreamDecoder, type StreamDecoderOptions, type Tokenizer } from "./types.js";
 import { wordPieceEncode, type WordPieceOptions } from "./wordpiece.js";
 import { WordCache } from "./word-cache.js";
-import { ASYNC_SLICE_CHARS, advanceWords, type WordEncoder, type WordRun } from "./word-run.js";
+import { ASYNC_SLICE_CHARS, advanceWords, type WordCursor, type WordEncoder, type WordRun } from "./word-run.js";
 
 /**
  * Everything a vocabulary-driven tokenizer needs, independent of the file it came from. The GGUF
@@ -32,6 +32,21 @@ export interface VocabSpec extends ChatTemplateReading {
   /** split patterns (gpt2) */
   readonly prePatterns?: readonly RegExp[];
   readonly ignoreMerges?: boolean;
+  /**
+   * gpt2: BPE over the text's own characters, not GPT-2's byte alphabet (llama.cpp's byte_encode
+   * false: gemma4, sarvam-moe, whitespace), a character no token has spelled in <0xXX> tokens
+   * (a byte without one dropped) and tokens decoded as their own UTF-8
+   */
+  readonly rawText?: boolean;
+  /** gpt2: a text fragment's spaces written as U+2581 before it is split, and back when decoded (llama.cpp's escape_whitespaces) */
+  readonly escapeSpaces?: boolean;
+  /** gpt2: a piece of line breaks only that is a token is that token, unmerged (llama.cpp's gemma4 pre-tokenizer) */
+  readonly newlinesWhole?: boolean;
+  /**
+   * gpt2: pieces of white space dropped, the text lowercased or not first (llama.cpp's "whitespace"
+   * tokenizer model, whose session cuts the text at white space and tokenizes what is between)
+   */
+  readonly dropWhitespace?: { readonly lowercase: boolean };
   readonly bosId?: number;
   readonly eosId?: number;
   readonly unkId?: number;
@@ -56,6 +71,33 @@ const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
 const ESCAPED_SPACE = "\u2581"; // "▁"
 const escapeSpaces = (text: string): string => text.replaceAll(" ", ESCAPED_SPACE);
+const unchanged = (text: string): string => text;
+/** a piece of white space only (\p{White_Space} is llama.cpp's is_whitespace set) */
+const ALL_SPACE = /^\p{White_Space}+$/u;
+const LINE_BREAKS = /^\n+$/;
+/**
+ * llama.cpp's unicode_tolower, code point by code point: JS's lower case, its first code point
+ * where it has more (U+0130 is "i" there, "i\u0307" in JS)
+ */
+function lowercaseEach(text: string): string {
+  let out = "";
+  for (const ch of text) {
+    const l = ch.toLowerCase();
+    out += l.length === ch.length ? l : String.fromCodePoint(l.codePointAt(0)!);
+  }
+  return out;
+}
+
+/** the words of `inner` but those of white space only (llama.cpp's "whitespace" tokenizer model drops them) */
+class WordsBetweenSpaces implements WordCursor {
+  constructor(private readonly inner: WordCursor) {}
+  next(): string | number | undefined {
+    for (;;) {
+      const w = this.inner.next();
+      if (typeof w !== "string" || !ALL_SPACE.test(w)) return w;
+    }
+  }
+}
 /** llama.cpp's BERT (WPM) normalization: lowercased, accents stripped, ideographs apart */
 const BERT_NORMALIZE: BertNormalizeOptions = { lowercase: true, stripAccents: true, chineseChars: true };
 
@@ -125,6 +167,8 @@ export class VocabTokenizer implements Tokenizer {
   private readonly wordPiece?: WordPieceOptions;
   /** ids of recent words, whichever kind of word the tokenizer splits text into */
   private readonly wordIds = new WordCache();
+  /** a gpt2 word as the BPE reads it: GPT-2's byte alphabet, or the text itself (VocabSpec.rawText) */
+  private readonly spell: (word: string) => string;
 
   constructor(private readonly spec: VocabSpec) {
     this.type = spec.model;
@@ -158,19 +202,27 @@ export class VocabTokenizer implements Tokenizer {
     this.allSpecial = new SpecialMatcher(specials);
     this.userDefinedOnly = new SpecialMatcher(userDefined);
 
+    this.spell = spec.rawText ? unchanged : byteLevelEncode;
     if (spec.model === "gpt2") {
       if (!spec.merges) throw new Error("gpt2 tokenizer: the merges list is missing");
       this.bpe = new BPE(this.textToId, spec.merges, {
         ignoreMerges: spec.ignoreMerges,
         cacheSize: 0, // wordIds remembers words before their byte-level spelling is even made
         mergeName: spec.mergeName,
-        // a character with no token: its single-byte pieces where they exist (llama.cpp's fallback)
-        fallback: (symbol, out) => {
-          for (const b of utf8.encode(symbol)) {
-            const id = this.textToId.get(String.fromCharCode(b));
-            if (id !== undefined && b < 0x80) out.push(id);
+        // a character with no token: its single-byte pieces, or its bytes' <0xXX> tokens over raw text, where they exist (llama.cpp's fallback)
+        fallback: spec.rawText
+          ? (symbol, out) => {
+            for (const b of utf8.encode(symbol)) {
+              const id = this.textToId.get(`<0x${b.toString(16).toUpperCase().padStart(2, "0")}>`);
+              if (id !== undefined) out.push(id);
+            }
           }
-        },
+          : (symbol, out) => {
+            for (const b of utf8.encode(symbol)) {
+              const id = this.textToId.get(String.fromCharCode(b));
+              if (id !== undefined && b < 0x80) out.push(id);
+            }
+          },
       });
     } else if (spec.model === "llama") {
       this.segmenter = new SpmSegmenter(this.textToId.keys());
@@ -246,7 +298,7 @@ export class VocabTokenizer implements Tokenizer {
           const prefix = this.spec.addSpacePrefix && (index === 0 || typeof fragments[index - 1] === "number") ? " " : "";
           return new SegmentCursor(prefix + f, this.segmenter!);
         }
-        case "gpt2": return new LongByteLevelWords(new PieceCursor(f, this.spec.prePatterns ?? []), (this.longWordCuts ??= new ByteLevelCuts(this.textToId)));
+        case "gpt2": return this.gpt2Words(f);
         case "bert": return new BertChunkCursor(f);
       }
     },
@@ -254,11 +306,30 @@ export class VocabTokenizer implements Tokenizer {
     longWord: (word) => {
       switch (this.type) {
         case "llama": return this.spm!.encodeInSteps(word, escapeSpaces, this.pushByteToken);
-        case "gpt2": return this.bpe!.mergeInSteps(word, byteLevelEncode);
+        case "gpt2": return this.newlineToken(word) === undefined ? this.bpe!.mergeInSteps(word, this.spell) : undefined;
         case "bert": return bertLongChunk(word, BERT_NORMALIZE, (w, out) => wordPieceEncode(w, this.textToId, this.wordPiece!, out));
       }
     },
   };
+
+  /**
+   * a gpt2 fragment's words: its pre-tokenizer pieces (over the text lowercased, spaces escaped
+   * first, white space dropped, as the spec says), a long one cut where byte-level BPE merges
+   * nothing across (raw text has no such cuts: a long word is merged in steps, longWord)
+   */
+  private gpt2Words(f: string): WordCursor {
+    const { dropWhitespace, escapeSpaces: spacesEscaped, rawText, prePatterns } = this.spec;
+    if (dropWhitespace?.lowercase) f = lowercaseEach(f);
+    if (spacesEscaped) f = escapeSpaces(f);
+    let words: WordCursor = new PieceCursor(f, prePatterns ?? []);
+    if (dropWhitespace) words = new WordsBetweenSpaces(words);
+    return rawText ? words : new LongByteLevelWords(words, (this.longWordCuts ??= new ByteLevelCuts(this.textToId)));
+  }
+
+  /** the token of a word of line breaks only, where one is and the spec says so (VocabSpec.newlinesWhole) */
+  private newlineToken(word: string): number | undefined {
+    return this.spec.newlinesWhole && LINE_BREAKS.test(word) ? this.textToId.get(word) : undefined;
+  }
 
   /** appends the ids of one word of the current kind (see WordCursor) */
   private encodeWord(word: string, out: number[]): void {
@@ -266,9 +337,12 @@ export class VocabTokenizer implements Tokenizer {
       case "llama":
         this.spm!.encode(escapeSpaces(word), this.pushByteToken, out);
         break;
-      case "gpt2":
-        this.bpe!.encodeWord(byteLevelEncode(word), out);
+      case "gpt2": {
+        const whole = this.newlineToken(word);
+        if (whole !== undefined) out.push(whole);
+        else this.bpe!.encodeWord(this.spell(word), out);
         break;
+      }
       case "bert":
         for (const w of bertSplit(bertNormalize(word, BERT_NORMALIZE))) wordPieceEncode(w, this.textToId, this.wordPiece!, out);
         break;
@@ -355,7 +429,8 @@ export class VocabTokenizer implements Tokenizer {
         break;
       }
       case TokenType.Normal:
-        if (this.type === "gpt2") bytes = byteLevelDecode(text);
+        if (this.type === "gpt2" && !this.spec.rawText) bytes = byteLevelDecode(text);
+        else if (this.type === "gpt2") bytes = utf8.encode(this.spec.escapeSpaces ? text.replaceAll(ESCAPED_SPACE, " ") : text);
         else if (this.type === "bert") bytes = utf8.encode(wordPieceCleanup(text.replaceAll(ESCAPED_SPACE, " ")));
         else bytes = utf8.encode(text.replaceAll(ESCAPED_SPACE, " "));
         break;
