@@ -367,7 +367,7 @@ test("beam search under a JSON Schema: every returned beam is valid JSON under i
 
 test("a bad constraint fails the request naming the option and the position; two constraints at once are refused", { skip }, async () => {
   await assert.rejects(model.generate("x", { grammar: "root ::= [a-" }), /grammar: line 1, column \d+: unterminated character class/);
-  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "object", not: { required: ["b"] } } } } }), /jsonSchema: #\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/);
+  await assert.rejects(model.generate("x", { jsonSchema: { type: "object", properties: { a: { type: "object", not: { minProperties: 1 } } } } }), /jsonSchema: #\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/);
   await assert.rejects(model.generate("x", { regex: "a(b" }), /regex: regex "a\(b", at 3: an unterminated group/);
   await assert.rejects(model.generate("x", { grammar: 'root ::= "a"', choice: ["a"] }), /give one of grammar, jsonSchema, json, choice and regex, not grammar and choice/);
   // with speculative decoding a grammar holds as without it
@@ -974,7 +974,7 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
   assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 1.5 }), /^GrammarError: #\/minProperties: expected a non-negative integer, got 1.5$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 2, maxProperties: 1 }), /^GrammarError: #\/maxProperties: 1 is below minProperties 2$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 1 }), /^GrammarError: #\/maxProperties: no object of at most 1 keys can be written with these properties and no other key \(additionalProperties unset, which beside properties takes none here\)$/);
-  assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key \(a grammar cannot keep two other keys apart: a key written twice is one property to a validator\)$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key: two other keys must differ \(a key written twice is one property to a validator\), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them, or lower minProperties to 1$/);
   // minProperties 0 and no maximum: a key after one written takes its comma, the first none (the
   // count of keys written was capped at 0, and a first optional key took a comma: found by
   // scripts/fuzz-json-schema.ts)
@@ -1323,7 +1323,7 @@ test("not of a number's const or enum (the ranges between the values), of a stri
     [{ type: "integer", minimum: 2, maximum: 3, not: { enum: [2, 3] } }, /^GrammarError: #\/not: rules out every integer the schema beside it admits$/],
     [{ type: "string", not: { pattern: "(?=a)" } }, /^GrammarError: #\/not\/pattern: regex "\(\?=a\)", at 0: a lookahead/],
     [{ type: "string", format: "date", not: { const: "2020-01-01" } }, /^GrammarError: #\/format: "date" beside #\/not is not supported \(write the format as a pattern\)$/],
-    [{ type: "object", not: { required: ["a"] } }, /^GrammarError: #\/not: only a type, a const or an enum can be ruled out in a grammar \(not of required would need the complement of its grammar\)$/],
+    [{ type: "object", not: { minProperties: 1 } }, /^GrammarError: #\/not: only a type, a const or an enum can be ruled out in a grammar \(not of minProperties would need the complement of its grammar\)$/],
   ];
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
@@ -1379,10 +1379,68 @@ test("allOf beyond objects and enums: two lists of alternatives (each pair writt
   }
   const faults: [JsonSchema, RegExp][] = [
     [{ allOf: [{ anyOf: [{ type: "integer" }] }, { anyOf: [{ type: "string" }, { type: "null" }] }] }, /^GrammarError: #\/allOf\/0\/anyOf: every alternative admits no value with the keywords beside it/],
-    [{ allOf: [{ type: "number" }, { multipleOf: 0.5 }, { multipleOf: 0.3 }] }, /^GrammarError: #\/allOf\/2\/multipleOf: multipleOf is in two parts of allOf with different values/],
-    [{ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { not: { required: ["a"] } }] }, /^GrammarError: #\/allOf\/1\/not: only a type, a const or an enum can be ruled out in a grammar/],
+    [{ allOf: [{ type: "number" }, { multipleOf: 0.5 }, { multipleOf: 0.3 }] }, /^GrammarError: #\/allOf\/2\/multipleOf: 0.3 here and 0.5 at #\/allOf\/1\/multipleOf cannot be one multipleOf: every multiple of both 0.5 and 0.3 is a multiple of 3\/2, a fraction/],
+    [{ allOf: [{ type: "object", properties: { a: { type: "integer" } } }, { not: { minProperties: 1 } }] }, /^GrammarError: #\/allOf\/1\/not: only a type, a const or an enum can be ruled out in a grammar/],
   ];
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
+test("not of an object's required / properties (the objects that fail it: a required name absent, or a property present with a value its schema refuses), also in parts of allOf; multipleOfs of fractions whose least common multiple is an integer a validator's division tells apart (0.5 and 3: 3; 1.5 of an integer: 3); exactly as ajv validates every object of up to three keys and every integer enumerated; random walks all validate (all were refused)", () => {
+  // every object of keys a, b, x in that order (the grammar's: properties, the names a not tests, then other keys), and other values
+  const values = ["1", '"s"', "null"];
+  const objects = (keys: readonly string[]): string[] => (keys.length === 0 ? [""] : objects(keys.slice(1)).flatMap((rest) => ["", ...values.map((v) => `"${keys[0]}":${v}`)].map((kv) => [kv, rest].filter(Boolean).join(","))));
+  const texts = ["1", '"a"', "null", "[]", "true", ...new Set(objects(["a", "b", "x"]).map((b) => `{${b}}`))];
+  const ajv = makeAjv();
+  const schemas: JsonSchema[] = [
+    { type: "object", not: { required: ["a"] } },
+    { not: { required: ["a", "b"] } },
+    { type: "object", properties: { a: { type: "integer" }, b: {} }, additionalProperties: true, not: { required: ["a", "b"] } },
+    { type: "object", properties: { a: {}, b: {} }, additionalProperties: false, not: { type: "object", properties: { a: { type: "string" } } } },
+    { not: { type: "object", required: ["a"], properties: { a: { type: "string" } } } },
+    { type: "object", additionalProperties: { type: "integer" }, not: { anyOf: [{ required: ["a"] }, { properties: { b: { const: 1 } }, required: ["b"] }] } },
+    { type: "object", properties: { a: { type: ["integer", "null"] } }, additionalProperties: { type: "string" }, not: { properties: { b: { const: "s" }, a: { type: "null" } } } },
+    { type: "object", minProperties: 2, maxProperties: 2, additionalProperties: false, properties: { a: {}, b: {}, x: {} }, not: { properties: { x: false } } },
+    { allOf: [{ type: "object", properties: { a: { type: "integer" }, b: {}, x: {} }, additionalProperties: false }, { not: { required: ["a"] } }, { not: { required: ["b", "x"] } }] },
+    { enum: [{ a: 1 }, { b: 1 }, 1, null], not: { required: ["a"] } },
+  ];
+  for (const schema of schemas) {
+    agreesWithAjv(schema, texts);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(17), ajv, 60, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks >= 30, `${r.walks} walks ended: ${JSON.stringify(schema)}`);
+  }
+  // a not no object of the schema beside fails, or one of another test, stays a one-line refusal
+  const faults: [JsonSchema, RegExp][] = [
+    [{ type: "object", properties: { a: {} }, required: ["a"], additionalProperties: false, not: { required: ["a"] } }, /^GrammarError: #\/not: rules out every type the schema beside it admits$/],
+    [{ type: "object", not: { required: ["a"], minProperties: 1 } }, /^GrammarError: #\/not: only a type, a const or an enum can be ruled out in a grammar \(not of required, minProperties would need the complement of its grammar\)$/],
+    [{ type: "object", not: { properties: { a: { type: "object", additionalProperties: false } } } }, /^GrammarError: #\/not\/properties\/a\/not: only a type, a const or an enum can be ruled out in a grammar/],
+  ];
+  for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+
+  // multipleOf: every integer from -400 to 400 and multiples and neighbours near 15 digits, both ways
+  const big = (k: number) => [-1, 0, 1].flatMap((d) => [Math.floor(999999999999999 / k) * k + d, -(Math.floor(123456789012345 / k) * k) + d]).filter((v) => Math.abs(v) <= 999999999999999).map(String);
+  const integers = Array.from({ length: 801 }, (_, i) => String(i - 400));
+  for (const [schema, lcm] of [
+    [{ allOf: [{ type: "number" }, { multipleOf: 0.5 }, { multipleOf: 3 }] }, 3],
+    [{ allOf: [{ type: "integer", multipleOf: 1.5 }, { multipleOf: 2 }] }, 6],
+    [{ allOf: [{ multipleOf: 0.1 }, { type: "integer", multipleOf: 7 }] }, 7],
+    [{ allOf: [{ multipleOf: 0.25 }, { type: "number", multipleOf: 0.75 }, { multipleOf: 2 }] }, 6],
+    [{ type: "integer", multipleOf: 1.5 }, 3],
+    [{ type: "integer", multipleOf: 0.5 }, 1],
+    [{ allOf: [{ type: "integer", multipleOf: 0.5 }, { multipleOf: 0.75 }] }, 3],
+  ] as [JsonSchema, number][]) {
+    agreesWithAjv(schema, [...integers, ...big(lcm)]);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(lcm), ajv, 40, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+  }
+  for (const [schema, message] of [
+    // (a validator reads 21 / 0.7 as 30.000000000000004: 21 is no multiple of 0.7 to it)
+    [{ allOf: [{ multipleOf: 0.7 }, { type: "integer", multipleOf: 7 }] }, /^GrammarError: #\/allOf\/1\/multipleOf: 7 here and 0.7 at #\/allOf\/0\/multipleOf cannot be one multipleOf: 21 is a multiple of them, but a validator divides in doubles and reads 21 \/ 0.7 as 30.000000000000004$/],
+    [{ type: "integer", multipleOf: 1e-7 }, /^GrammarError: #\/multipleOf: 1e-7 of an integer: an integer of up to 15 digits divided by 1e-7 passes 1e21/],
+    [{ type: "number", multipleOf: 0.5 }, /^GrammarError: #\/multipleOf: expected an integer from 1 to 250, got 0.5$/],
+  ] as [JsonSchema, RegExp][]) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+  assert.equal(21 / 0.7 === 30, false);
+  assert.equal(newAjv2020().compile({ multipleOf: 0.7 })(21), false);
 });
 
 /** the key "then" (a literal one reads to the linter as a thenable object) */

@@ -3,6 +3,7 @@ import { GrammarError, MAX_REPETITION } from "./grammar.js";
 import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
+import { commonMultiple } from "./multiple-of.js";
 import { checkPattern, regexLengthGbnf, regexToGbnf, wholeMatch } from "./regex.js";
 import { stringLanguageGbnf, type StringTest } from "./string-language.js";
 import { admitsNothing, conditionalBranches, emptyAt, type Part } from "./conditional.js";
@@ -177,6 +178,13 @@ function ofType(v: unknown, t: string): boolean {
   const own = v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
   return t === "integer" ? typeof v === "number" && Number.isInteger(v) : own === t;
 }
+
+/**
+ * A way an object fails a test of `required` / `properties` (objectTest): a name it requires is
+ * absent, or a property is present with a value its schema refuses (`refused` that schema, at
+ * `at`; undefined: the schema is false, any value fails it)
+ */
+type ObjectWay = { absent: string } | { present: string; refused: unknown; at: string };
 
 /** the types a schema takes where nothing says which */
 const ALL_TYPES = ["object", "array", "string", "number", "boolean", "null"];
@@ -640,7 +648,7 @@ class Converter {
         const listedValues = key === "const" ? [listed] : (rest["enum"] as unknown[]);
         let keep: unknown[];
         // (not of a pattern or length: the values its grammar takes)
-        if (this.stringTest(not, `${path}/not`) !== undefined) keep = this.admitted({ not }, listedValues, path, depth);
+        if (this.stringTest(not, `${path}/not`) !== undefined || notsOf(not).every((n) => this.objectTest(n, `${path}/not`) !== undefined)) keep = this.admitted({ not }, listedValues, path, depth);
         else {
           const { types, values } = this.ruledOut(not, `${path}/not`);
           keep = listedValues.filter((v) => !types.some((t) => ofType(v, t)) && !values.some((w) => canonicalJson(w) === canonicalJson(v)));
@@ -715,8 +723,16 @@ class Converter {
       case "object": return this.object(s, name, path, depth);
       case "array": return this.array(s, name, path, depth);
       case "string": return this.string(s, name, path);
-      case "integer":
+      case "integer": {
+        // an integer multiple of a fraction is a multiple of its least common multiple with 1 (1.5: 3)
+        const k = s["multipleOf"];
+        if (typeof k === "number" && k > 0 && Number.isFinite(k) && !Number.isInteger(k)) {
+          const whole = commonMultiple([k, 1]);
+          if ("fault" in whole) throw new GrammarError(`${path}/multipleOf: ${k} of an integer: ${whole.fault}`);
+          return this.integer({ ...s, multipleOf: whole.value }, name, path);
+        }
         return this.integer(s, name, path);
+      }
       case "number":
         return this.number(s, name, path);
       case "boolean":
@@ -955,6 +971,8 @@ class Converter {
     if (!parts.every(objectPart)) {
       // parts of one type whose keywords do not meet (minimum in one, maximum in another): one schema
       const merged: Record<string, unknown> = {};
+      // multipleOfs after the first, with where each was written
+      const multiples: [number, string][] = [];
       // lists of alternatives met again: parts of an allOf beside the merged schema
       const distributed: [Record<string, unknown>, string][] = [];
       for (const [i, o] of parts.entries()) {
@@ -975,10 +993,10 @@ class Converter {
           } else if (k === "not" && canonicalJson(v) !== canonicalJson(before)) {
             // a value that is neither: not of either one (negated() reads not of an anyOf so)
             merged[k] = { anyOf: [...notsOf(before), ...notsOf(v)] };
-          } else if (k === "multipleOf" && Number.isInteger(v) && Number.isInteger(before) && (v as number) > 0 && (before as number) > 0) {
-            // an integer is a multiple of both exactly where it is a multiple of their least common multiple
-            const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
-            merged[k] = ((before as number) / gcd(before as number, v as number)) * (v as number);
+          } else if (k === "multipleOf" && [v, before].every((x) => typeof x === "number" && x > 0 && Number.isFinite(x))) {
+            // (merged once all are read: below)
+            multiples.push([v as number, `${where}/${k}`]);
+            continue;
           }
           else if (k === "pattern" && typeof v === "string" && v !== before && (typeof before === "string" || patternLists.has(before as object))) {
             // a string every part's pattern matches: the patterns run together (string-language.ts)
@@ -1006,6 +1024,17 @@ class Converter {
             else from.delete(k);
           }
         }
+      }
+      if (multiples.length > 0) {
+        // a number is a multiple of them all exactly where it is a multiple of their least common
+        // multiple (of the decimals written: 0.5 and 3 make 3), where that is an integer a
+        // validator's division by each tells apart (multiple-of.ts)
+        const all: [number, string][] = [[merged["multipleOf"] as number, from.get("multipleOf") ?? `${path}/multipleOf`], ...multiples];
+        const [last, lastAt] = all[all.length - 1]!;
+        // (of an integer type: 1 too, as an integer is a multiple of it)
+        const common = commonMultiple([...all.map(([k]) => k), ...(merged["type"] === "integer" && all.some(([k]) => !Number.isInteger(k)) ? [1] : [])]);
+        if ("fault" in common) throw new GrammarError(`${lastAt}: ${last} here and ${all.slice(0, -1).map(([k, at]) => `${k} at ${at}`).join(", ")} cannot be one multipleOf: ${common.fault}`);
+        merged["multipleOf"] = common.value;
       }
       // a tuple's items (or additionalItems) are the elements past its positions; a part without the
       // tuple says them of every element: read together, the merged schema would say otherwise
@@ -1046,11 +1075,16 @@ class Converter {
         if (at !== `${path}/properties/${k}`) from.set(`properties/${k}`, at);
       }
     };
+    const objectNots: Part[] = [];
     for (const [i, o] of parts.entries()) {
       // (a part's propertyNames as an object's own: the merged object has none)
       checkPropertyNames(o, wheres[i]!);
-      // a part's not, where it rules out only other types or values no object is: says nothing of the merged object
-      if (o["not"] !== undefined && o["not"] !== false) {
+      // a part's not of required / properties (each alternative of a not of anyOf one): of the merged
+      // object, as negated() writes it; where it rules out only other types or values no object is:
+      // says nothing of the merged object
+      if (o["not"] !== undefined && o["not"] !== false && notsOf(o["not"]).every((n) => this.objectTest(n, `${wheres[i]}/not`) !== undefined)) {
+        objectNots.push([o["not"], `${wheres[i]}/not`]);
+      } else if (o["not"] !== undefined && o["not"] !== false) {
         const { types, values } = this.ruledOut(o["not"], `${wheres[i]}/not`);
         if (types.includes("object")) throw new GrammarError(`${wheres[i]}/not: rules out objects, which the other parts of allOf are`);
         if (values.some(isMap)) throw new GrammarError(`${wheres[i]}/not: ruling out an object value in a part of allOf beside object parts is not supported`);
@@ -1103,12 +1137,15 @@ class Converter {
         counts[k] = counts[k] === undefined ? v : k === "minProperties" ? Math.max(counts[k]!, v) : Math.min(counts[k]!, v);
       }
     }
-    if (closed || unevaluatedClosed) return done({ type: "object", properties, required: names, additionalProperties: false, ...counts });
+    // (nots of several parts: not of an anyOf of them, each named where it was written)
+    if (objectNots.length === 1) from.set("not", objectNots[0]![1]);
+    const not = objectNots.length === 0 ? {} : { not: objectNots.length === 1 ? objectNots[0]![0] : { anyOf: objectNots.flatMap(([n]) => notsOf(n)) } };
+    if (closed || unevaluatedClosed) return done({ type: "object", properties, required: names, additionalProperties: false, ...counts, ...not });
     // other keys: their values take every part's additionalProperties schema (it was passed over: any value)
     const others = parts.flatMap((o, i) => (o["additionalProperties"] === undefined || o["additionalProperties"] === true ? [] : [[o["additionalProperties"], `${wheres[i]}/additionalProperties`] as const]));
     if (others.length === 1 && others[0]![1] !== `${path}/additionalProperties`) from.set("additionalProperties", others[0]![1]);
     const additionalProperties = others.length === 0 ? true : others.length === 1 ? others[0]![0] : allOfAt(others);
-    return done({ type: "object", properties, required: names, additionalProperties, ...counts });
+    return done({ type: "object", properties, required: names, additionalProperties, ...counts, ...not });
   }
 
   /** a number, within minimum / maximum / exclusiveMinimum / exclusiveMaximum where given (decimal-range.ts) */
@@ -1664,11 +1701,92 @@ class Converter {
   }
 
   /**
+   * `not` of an object test (required and / or properties, optionally type object): the ways an
+   * object fails it, and whether it says type object (without it every other value passes
+   * required and properties, so `not` rules them all out); undefined where `not` is something
+   * else. No way to fail it (required [], properties that take any value): every object passes.
+   */
+  private objectTest(not: unknown, at: string): { ways: ObjectWay[]; typed: boolean } | undefined {
+    if (!isMap(not)) return undefined;
+    const n = not as Record<string, unknown>;
+    const keys = Object.keys(n).filter((k) => constrains({ [k]: n[k] }));
+    if (!keys.some((k) => k === "required" || k === "properties") || !keys.every((k) => ["type", "required", "properties"].includes(k)) || (n["type"] !== undefined && n["type"] !== "object")) return undefined;
+    this.checkKeys(n, at);
+    const props = n["properties"] ?? {};
+    if (!isMap(props)) throw new GrammarError(`${at}/properties: expected an object`);
+    const ways: ObjectWay[] = ((n["required"] ?? []) as unknown[]).map((r) => ({ absent: String(r) }));
+    for (const [k, v] of Object.entries(props as Record<string, unknown>)) {
+      // (a property schema every value passes: no way to fail there)
+      if (v === true || (isMap(v) && !constrains(v as Record<string, unknown>))) continue;
+      ways.push({ present: k, refused: never(v) ? undefined : v, at: `${at}/properties/${k}` });
+    }
+    return { ways, typed: n["type"] === "object" };
+  }
+
+  /**
+   * The objects of `rest` that fail every test of `nots` (each its ways to fail, objectTest): an
+   * object schema per choice of one way from each, `rest` with a name absent (its property
+   * false) or a property present (required, its value of the schema `rest` gives it and `not`
+   * of the test's). A choice no object of `rest` meets (a name it requires made absent, a
+   * property it takes no key for made present) is left out. Each is exact where `rest` is, so
+   * their union is: an object fails the tests exactly where it meets one choice.
+   */
+  private objectsFailing(rest: Record<string, unknown>, nots: readonly (readonly ObjectWay[])[], name: string, path: string, at: string, depth: number): string[] {
+    const choices = nots.reduce((n, ways) => n * ways.length, 1);
+    if (choices * this.alternatives > MAX_ALTERNATIVES) throw new GrammarError(`${at}: the ways an object fails it (a required name absent or a property's value refused, one per test) make more than ${MAX_ALTERNATIVES} alternatives, which is not supported`);
+    const props = (rest["properties"] ?? {}) as Record<string, unknown>;
+    if (!isMap(props)) throw new GrammarError(`${path}/properties: expected an object`);
+    const required = Array.isArray(rest["required"]) ? (rest["required"] as unknown[]).map(String) : [];
+    // which keys other than the properties `rest` takes, as object() reads them: additionalProperties
+    // (or unevaluatedProperties) where given, else any key only where there are no properties or patterns
+    const given = rest["additionalProperties"] ?? rest["unevaluatedProperties"];
+    const hasPatterns = isMap(rest["patternProperties"]) && Object.keys(rest["patternProperties"] as object).length > 0;
+    const open = given === undefined && Object.keys(props).length === 0 && !hasPatterns;
+    const other = given !== undefined ? (never(given) ? false : given) : open;
+    const present = nots.flat().flatMap((w) => ("present" in w && !Object.hasOwn(props, w.present) ? [w.present] : []));
+    const matched = new Set(hasPatterns ? this.patterns(rest, path, depth, present).flatMap(([, m]) => [...m]) : []);
+    const made: string[] = [];
+    const choose = (i: number, chosen: readonly ObjectWay[]): void => {
+      if (i < nots.length) {
+        for (const w of nots[i]!) choose(i + 1, [...chosen, w]);
+        return;
+      }
+      const p: Record<string, unknown> = { ...props };
+      const req = new Set(required);
+      const absent = new Set(chosen.flatMap((w) => ("absent" in w ? [w.absent] : [])));
+      for (const a of absent) {
+        if (req.has(a)) return;
+        p[a] = false;
+      }
+      for (const w of chosen) {
+        if (!("present" in w)) continue;
+        const k = w.present;
+        if (absent.has(k)) return;
+        // (the schema its key takes in rest: its property's, else a pattern's (object() adds it), else other keys')
+        const own = Object.hasOwn(p, k) ? p[k] : matched.has(k) ? true : other;
+        if (own === false || never(own)) return;
+        const ownAt = Object.hasOwn(props, k) ? `${path}/properties/${k}` : `${path}/additionalProperties`;
+        p[k] = w.refused === undefined ? own : allOfAt([[own, ownAt], [{ not: w.refused }, w.at]]);
+        req.add(k);
+      }
+      // (a property added to an object without any keeps its other keys open, as they were)
+      const schema = { ...rest, type: "object", properties: p, required: [...req], ...(open ? { additionalProperties: true } : {}) };
+      const id = `${name}-${made.length}`;
+      const alt = this.unlessEmpty(() => this.visit(schema, id, path, depth + 1), (e) => emptyFaults.has(e as object) || admitsNothing(e, [[schema, path]], path));
+      if (alt.made !== undefined) made.push(alt.made);
+    };
+    choose(0, []);
+    // (none: negated() says the not rules out every type beside it, where no other is left)
+    return made;
+  }
+
+  /**
    * A schema with `not` (the enum beside it and never() done in visit): its types less the types
    * `not` rules out; values it rules out are left out of booleans, null, numbers (the ranges
    * between them, within the bounds), plain strings (any string but them, as other keys are any
    * string but the properties' names), strings of a pattern or length (the pattern's automaton run
    * beside theirs); `not` of a string's pattern or length leaves those strings out the same way;
+   * `not` of an object's required / properties writes the objects that fail it (objectsFailing);
    * other values (arrays, objects) and `not` of any other schema (its complement) are refused
    */
   private negated(s: Record<string, unknown>, name: string, path: string, depth: number): string {
@@ -1676,7 +1794,7 @@ class Converter {
     const at = `${path}/not`;
     // (not of an anyOf: not of each alternative)
     const list = notsOf(not);
-    const types: string[] = [], values: unknown[] = [], groups: StringTest[][] = [];
+    const types: string[] = [], values: unknown[] = [], groups: StringTest[][] = [], objectNots: ObjectWay[][] = [];
     for (const [i, n] of list.entries()) {
       const where = list.length === 1 ? at : `${at}/anyOf/${i}`;
       const test = this.stringTest(n, where);
@@ -1684,6 +1802,14 @@ class Converter {
         groups.push(test.group);
         // (a string test without type string is passed by every other value: not rules them all out)
         if (!test.typed) types.push(...ALL_TYPES.filter((t) => t !== "string"));
+        continue;
+      }
+      const objects = this.objectTest(n, where);
+      if (objects !== undefined) {
+        // (as a string test: without type object every other value passes it; one no object fails rules objects out)
+        if (!objects.typed) types.push(...ALL_TYPES.filter((t) => t !== "object"));
+        if (objects.ways.length === 0) types.push("object");
+        else objectNots.push(objects.ways);
         continue;
       }
       const out = this.ruledOut(n, where);
@@ -1698,7 +1824,8 @@ class Converter {
       if (types.includes(t) || (t === "integer" && types.includes("number"))) continue;
       if (t === "number" && types.includes("integer")) throw new GrammarError(`${at}: ruling the integers out of numbers is not supported in a grammar`);
       const out = values.filter((v) => ofType(v, t));
-      if (t === "string" && groups.length > 0) alts.push(this.string({ ...rest, type: t }, id, path, [...groups, ...(out as string[]).map((literal) => [{ literal }])], at));
+      if (t === "object" && objectNots.length > 0 && out.length === 0) alts.push(...this.objectsFailing(rest, objectNots, id, path, at, depth));
+      else if (t === "string" && groups.length > 0) alts.push(this.string({ ...rest, type: t }, id, path, [...groups, ...(out as string[]).map((literal) => [{ literal }])], at));
       else if (out.length === 0) alts.push(this.visit({ ...rest, type: t }, id, path, depth + 1));
       else if (t === "boolean" || t === "null") {
         const left = (t === "null" ? [null] : [true, false]).filter((v) => !out.includes(v));
@@ -1994,7 +2121,7 @@ class Converter {
     const body = withinStack(`${path}/${s["maxProperties"] !== undefined ? "maxProperties" : "minProperties"}`, () => rest(0, 0));
     if (body === null) {
       const reason = extra !== undefined
-        ? `the ${keys.length} named properties and one other key (a grammar cannot keep two other keys apart: a key written twice is one property to a validator)`
+        ? `the ${keys.length} named properties and one other key: two other keys must differ (a key written twice is one property to a validator), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them, or lower minProperties to ${keys.length + 1}`
         : `these properties and no other key (additionalProperties ${additional === false ? "false" : "unset, which beside properties takes none here"})`;
       const tooMany = max !== undefined && keys.filter((k) => required.has(k)).length > max;
       throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
