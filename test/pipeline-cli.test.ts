@@ -393,7 +393,45 @@ test("tsllm pipeline text-generation --no-repeat-ngram-size, --min-new-tokens, -
   }
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --seed) is a usage error naming it and its tasks", () => {
+/*
+ * transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias,
+ * forced_bos_token_id and forced_eos_token_id had no flag (the library's options and a folder's
+ * keys only). The flags give what the library's options give (test/text-generation-bad-words and
+ * text-generation-forced-tokens judge those against the model's own logits).
+ */
+test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id: the library's options", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, async () => {
+  const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
+  try {
+    const input = "In the beginning";
+    const run = (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", "12", ...args);
+    const out = (r: ReturnType<typeof tsllm>) => {
+      assert.equal(r.status, 0, r.stderr);
+      return JSON.parse(r.stdout) as Json[][];
+    };
+    const plain = out(run());
+    const suppressed = out(run("--suppress-tokens", "35169, 7675", "--begin-suppress-tokens", "11119"));
+    assert.deepEqual(suppressed, [await gen(input, { maxNewTokens: 12, suppressTokens: [35169, 7675], beginSuppressTokens: [11119] })]);
+    assert.notDeepEqual(suppressed, plain, "greedy takes those tokens here");
+    const options = { maxNewTokens: 12, badWordsIds: [[35169, 35169], [26309]], sequenceBias: [[[11119, 7675], 4], [[35169], -3.5]] as [number[], number][], forcedEosTokenId: 11119 };
+    assert.deepEqual(out(run("--bad-words-ids", "35169,35169", "--bad-words-ids", "26309", "--sequence-bias", "11119,7675=4", "--sequence-bias", "35169=-3.5", "--forced-eos-token-id", "11119")), [await gen(input, options)]);
+    assert.deepEqual(out(run("--forced-eos-token-id", "50256,11119", "--forced-bos-token-id", "0")), [await gen(input, { maxNewTokens: 12, forcedEosTokenId: [50256, 11119], forcedBosTokenId: 0 })]);
+    for (const [flag, bad, message] of [
+      ["--suppress-tokens", "1,x", `--suppress-tokens expects token ids separated by commas (such as 35169,7675; "" for none), got "1,x"`],
+      ["--forced-eos-token-id", "", `--forced-eos-token-id expects token ids separated by commas (such as 35169,7675), got ""`],
+      ["--sequence-bias", "35169", `--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "35169"`],
+      ["--sequence-bias", "-1=2", `--sequence-bias expects token ids separated by commas (such as 35169,7675), got "-1"`],
+      ["--forced-bos-token-id", "-3", "--forced-bos-token-id must be >= 0, got -3"],
+    ] as const) {
+      const r = run(flag, bad);
+      assert.equal(r.status, 2, r.stderr);
+      assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+    }
+  } finally {
+    gen.dispose();
+  }
+});
+
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -408,6 +446,8 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["fill-mask", "do-sample", "", "text-generation"], ["ner", "no-do-sample", "", "text-generation"], ["sentiment-analysis", "temperature", "0.5", "text-generation"],
     ["fill-mask", "top-p", "0.5", "text-generation"], ["feature-extraction", "seed", "3", "text-generation"], ["sentiment-analysis", "repetition-penalty", "1.2", "text-generation"],
     ["fill-mask", "no-repeat-ngram-size", "2", "text-generation"], ["ner", "min-new-tokens", "2", "text-generation"], ["sentiment-analysis", "min-length", "2", "text-generation"],
+    ["fill-mask", "suppress-tokens", "2", "text-generation"], ["ner", "begin-suppress-tokens", "2", "text-generation"], ["feature-extraction", "bad-words-ids", "2,3", "text-generation"],
+    ["sentiment-analysis", "sequence-bias", "2=1", "text-generation"], ["fill-mask", "forced-bos-token-id", "2", "text-generation"], ["ner", "forced-eos-token-id", "2", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

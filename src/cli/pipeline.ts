@@ -5,15 +5,17 @@ import {
 import { OptionError } from "../units/index.js";
 import { seedFrom } from "./generate.js";
 import { resolveInterruptibly } from "./interrupt.js";
-import { MODEL_MEANING, backendOption, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
+import { MODEL_MEANING, backendOption, decimalNumber, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
                       [--target WORD]... [--max-new-tokens N] [--max-length N] [--do-sample | --no-do-sample]
                       [--temperature T] [--top-p P] [--repetition-penalty R] [--no-repeat-ngram-size N]
-                      [--min-new-tokens N] [--min-length N] [--seed S] [--memory-margin SIZE] [--threads N]
-                      [--backend wasm|reference|webgpu] [--json]
+                      [--min-new-tokens N] [--min-length N] [--suppress-tokens ID,...]
+                      [--begin-suppress-tokens ID,...] [--bad-words-ids ID,...]... [--sequence-bias ID,...=BIAS]...
+                      [--forced-bos-token-id ID] [--forced-eos-token-id ID,...] [--seed S] [--memory-margin SIZE]
+                      [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
 An option meant for other tasks (as its text below says) is a usage error, not ignored.
@@ -59,6 +61,21 @@ Options:
                                 min_new_tokens, else none; it wins over any min-length, as transformers)
   --min-length N                text-generation: EOS is banned until N tokens in all, the prompt's included
                                 (default: the folder's min_length, else 0; transformers' min_length)
+  --suppress-tokens ID,...      text-generation: token ids never generated ("" for none: the folder's off)
+                                (default: the folder's suppress_tokens; transformers' suppress_tokens)
+  --begin-suppress-tokens ID,...
+                                text-generation: token ids not generated first ("" for none) (default: the
+                                folder's begin_suppress_tokens; transformers' begin_suppress_tokens)
+  --bad-words-ids ID,...        text-generation: a token sequence never generated: its last token is banned where
+                                the text so far ends with the rest (repeatable; "" alone for none; default: the
+                                folder's bad_words_ids; transformers' bad_words_ids)
+  --sequence-bias ID,...=BIAS   text-generation: BIAS added to the sequence's last token's logit where the text so
+                                far ends with the rest (repeatable; default: the folder's sequence_bias;
+                                transformers' sequence_bias)
+  --forced-bos-token-id ID      text-generation: the token generated first where the prompt is one token (an empty
+                                --input starts from BOS) (default: the folder's; transformers' forced_bos_token_id)
+  --forced-eos-token-id ID,...  text-generation: the token (or one of them) generated last, at the last step the
+                                budget allows (default: the folder's; transformers' forced_eos_token_id)
   --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
                                 (default): a random one, printed (stderr) when the run samples: give it back to
                                 repeat the run (with --json, a run that samples gives each result its "seed")
@@ -97,6 +114,12 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "no-repeat-ngram-size": ["text-generation"],
   "min-new-tokens": ["text-generation"],
   "min-length": ["text-generation"],
+  "suppress-tokens": ["text-generation"],
+  "begin-suppress-tokens": ["text-generation"],
+  "bad-words-ids": ["text-generation"],
+  "sequence-bias": ["text-generation"],
+  "forced-bos-token-id": ["text-generation"],
+  "forced-eos-token-id": ["text-generation"],
   seed: ["text-generation"],
 };
 
@@ -106,8 +129,35 @@ export const PIPELINE_ARGS: OptionSpec = {
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" },
   "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" },
-  "no-repeat-ngram-size": { type: "string" }, "min-new-tokens": { type: "string" }, "min-length": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "no-repeat-ngram-size": { type: "string" }, "min-new-tokens": { type: "string" }, "min-length": { type: "string" },
+  "suppress-tokens": { type: "string" }, "begin-suppress-tokens": { type: "string" }, "bad-words-ids": { type: "string", multiple: true }, "sequence-bias": { type: "string", multiple: true },
+  "forced-bos-token-id": { type: "string" }, "forced-eos-token-id": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
+
+/** `text` as token ids separated by commas (decimal, >= 0); "" is none where `empty` (a folder's list turned off) */
+function tokenIds(text: string, name: string, empty: boolean): number[] {
+  if (text.trim() === "" && empty) return [];
+  const parts = text.split(",").map((t) => t.trim());
+  if (!parts.every((t) => /^\d+$/.test(t) && Number.isSafeInteger(Number(t)))) {
+    throw new UsageError(`--${name} expects token ids separated by commas (such as 35169,7675${empty ? `; "" for none` : ""}), got "${text}"`);
+  }
+  return parts.map(Number);
+}
+
+function tokenIdsOption(values: ParsedValues, name: string, empty: boolean): number[] | undefined {
+  const text = optionalString(values, name);
+  return text === undefined ? undefined : tokenIds(text, name, empty);
+}
+
+/** --sequence-bias ID,...=BIAS (repeatable), as --logit-bias ID=BIAS writes a bias: the pairs transformers' sequence_bias lists */
+function sequenceBiasOption(values: ParsedValues): [number[], number][] | undefined {
+  return strings(values, "sequence-bias")?.map((spec) => {
+    const at = spec.lastIndexOf("=");
+    const bias = at < 0 ? undefined : decimalNumber(spec.slice(at + 1).trim());
+    if (bias === undefined || !Number.isFinite(bias)) throw new UsageError(`--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "${spec}"`);
+    return [tokenIds(spec.slice(0, at), "sequence-bias", false), bias];
+  });
+}
 
 export async function runPipeline(argv: string[]): Promise<void> {
   const task = argv[0] !== undefined && !argv[0].startsWith("-") ? argv[0] : undefined;
@@ -163,7 +213,18 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const noRepeatNgramSize = optionalNumber(values, "no-repeat-ngram-size", { integer: true, min: 0 });
   const minNewTokens = optionalNumber(values, "min-new-tokens", { integer: true, min: 0 });
   const minLength = optionalNumber(values, "min-length", { integer: true, min: 0 });
-  const bans = { ...(noRepeatNgramSize === undefined ? {} : { noRepeatNgramSize }), ...(minNewTokens === undefined ? {} : { minNewTokens }), ...(minLength === undefined ? {} : { minLength }) };
+  const forcedBosTokenId = optionalNumber(values, "forced-bos-token-id", { integer: true, min: 0 });
+  const forcedEos = tokenIdsOption(values, "forced-eos-token-id", false);
+  const listBans = {
+    suppressTokens: tokenIdsOption(values, "suppress-tokens", true), beginSuppressTokens: tokenIdsOption(values, "begin-suppress-tokens", true),
+    // an empty --bad-words-ids adds no sequence: given alone, the folder's are off
+    badWordsIds: strings(values, "bad-words-ids")?.map((text) => tokenIds(text, "bad-words-ids", true)).filter((seq) => seq.length > 0), sequenceBias: sequenceBiasOption(values),
+    forcedBosTokenId, forcedEosTokenId: forcedEos?.length === 1 ? forcedEos[0] : forcedEos,
+  };
+  const bans = {
+    ...(noRepeatNgramSize === undefined ? {} : { noRepeatNgramSize }), ...(minNewTokens === undefined ? {} : { minNewTokens }), ...(minLength === undefined ? {} : { minLength }),
+    ...Object.fromEntries(Object.entries(listBans).filter(([, v]) => v !== undefined)),
+  };
   // drawn here, as generate's, so that a sampled run can say which seed it used
   const seedText = optionalString(values, "seed");
   const seedGiven = seedText !== undefined && seedText !== "-1";
