@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadModel } from "../src/index.js";
+import { exclusive } from "../src/engine/index.js";
 import { startServer } from "../src/server/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
 import { post, serveStories, skipStories, spawnServe } from "./helpers/serve.js";
@@ -80,6 +81,57 @@ describe("slot save and restore on stories260K", { skip: skipStories }, () => {
     // an erase drops what the restore put back
     assert.ok((await action(0, "erase")).json.n_erased >= warm.cached);
     assert.equal((await complete()).cached, 0);
+  });
+
+  test("a busy slot is saved once its request ends; a save and a restore asked while a step is in flight run once it ends, and the restored rows are reused", async () => {
+    await action(0, "erase");
+    await action(1, "erase");
+    const fresh = await complete();
+    const warm = await complete();
+    assert.equal((await action(0, "save", { filename: "run.slot" })).status, 200);
+    await action(0, "erase");
+
+    /** a request that runs until `controller` aborts it (it takes slot 0, the lowest free) */
+    const held = async (controller: AbortController) => {
+      const run = s.model.submit("Lily and Ben", { maxTokens: 400, temperature: 0.7, seed: 5, signal: controller.signal });
+      await run.events().next();
+      return run;
+    };
+    const a = new AbortController();
+    await held(a);
+    let answered = false;
+    const pending = action(0, "save", { filename: "busy.slot" }).then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(answered, false, "the save waits while the slot's request runs");
+    a.abort();
+    assert.equal((await pending).status, 200);
+
+    // a step in flight: the model's passes are held (exclusive), so the request submitted now has
+    // begun its step and waits in it; a save and a restore then wait for that step to end
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const holding = exclusive(s.model.languageModel, () => gate);
+    const run = s.model.submit("Lily and Ben", { maxTokens: 4, temperature: 0 });
+    const done: string[] = [];
+    const saving = s.model.engine.saveSlot(1).then(() => done.push("save"));
+    const restoring = action(1, "restore", { filename: "run.slot" }).then((r) => {
+      done.push("restore");
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(done, [], "neither ran while the step was in flight");
+    open();
+    await holding;
+    await saving;
+    const restored = await restoring;
+    assert.equal(restored.status, 200, JSON.stringify(restored.json));
+    await run.result();
+    const again = await complete();
+    assert.equal(again.cached, warm.cached);
+    assert.deepEqual(again.tokens, fresh.tokens);
   });
 
   test("filenames llama-server's fs_validate_filename refuses are a 400 naming filename; nothing is written", async () => {
