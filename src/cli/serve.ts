@@ -98,8 +98,10 @@ Options:
   --draft-model MODEL   speculative decoding with this draft model (a file, folder or Hub reference as --model,
                         with the model's vocabulary; llama-server's -md): every request of one choice without
                         logprobs drafts with it. Greedy replies are the model's own, token for token; sampled
-                        ones keep its distribution (the rejection rule). Each request's draft cache counts in
-                        --kv-memory (one that fits only without it runs without drafting). A request's
+                        ones keep its distribution (the rejection rule). The requests' draft caches share a KV
+                        pool of the draft's, planned at start beside --kv-memory (a context and a round; the
+                        ready line states it); one that finds no room there decodes without drafting until
+                        it does. A request's
                         "speculative.n_max" sets its draft length (at most --draft-tokens; 0: no draft)
   --draft-tokens N      tokens the draft proposes per round (default 8; llama-server's spec-draft-n-max and
                         draft-max spellings of it work too, as -md and model-draft do for --draft-model)

@@ -148,6 +148,8 @@ export class Engine {
   private readonly draftPoolRefs: WeakRef<KVBlockPool>[] = [];
   /** per draft model, the tokens a round proposes and the context that its pool is planned for (planDraftCache) */
   private readonly draftPlans = new WeakMap<LanguageModel, { draftTokens: number; contextSize: number }>();
+  /** the draft pools made at their planned size (their requests' draft rows are not charged to this engine's pool) */
+  private readonly plannedDraftPools = new WeakSet<KVBlockPool>();
   private draftFallbacks = 0;
   private draftResumes = 0;
   /** compiled constraint grammars by spec (a few, most recent last) */
@@ -244,7 +246,7 @@ export class Engine {
 
   /**
    * The KV pool's memory: the bytes it may grow to (its budget: kvCacheBytes or the default, whole
-   * blocks; a draft model's rows count in it, see draftCache) and the bytes its K and V arrays hold
+   * blocks; an unplanned draft model's rows count in it, see draftCache) and the bytes its K and V arrays hold
    * now. The pool grows as requests need it, so a load beside this engine (a draft model) must
    * leave it budgetBytes - storedBytes of the memory free now.
    */
@@ -766,10 +768,13 @@ export class Engine {
         const draft = d.draft;
         if (draft && draft.info.vocabSize !== vocab) throw new RequestError(`draft model: its vocabulary has ${draft.info.vocabSize} tokens, the target's ${vocab}`, "draftModel");
         const draftTokens = d.draftTokens ?? defaultDraftTokens(draft !== undefined);
-        // the draft's cache counts against kvCacheBytes as the request's own blocks do: without it
-        // 16 concurrent requests with a draft held 25x the budget (see docs/engine.md)
-        // (in whole blocks of the draft's pool, which is what its cache takes)
-        const draftBlockBytes = draft && kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
+        // a draft pool that grows with the requests (no plan) keeps their draft caches within
+        // kvCacheBytes only if they count against it as the request's own blocks do: without it 16
+        // concurrent requests with a draft held 25x the budget (see docs/engine.md) (in whole blocks
+        // of the draft's pool, which is what its cache takes). A planned pool is its own room beside
+        // the target's, which the memory plan counts apart and a round without room falls back in:
+        // charged to the target's pool too, requests that fit it waited or were preempted
+        const draftBlockBytes = draft && !this.draftPoolPlanned(draft) && kvBytesForContext(draft.info, DEFAULT_BLOCK_SIZE, draft.kvCacheTypes);
         const draftPoolBlocks = draftBlockBytes ? (positions: number) => Math.ceil((Math.ceil(positions / DEFAULT_BLOCK_SIZE) * draftBlockBytes) / (DEFAULT_BLOCK_SIZE * this.bytesPerToken)) : undefined;
         return new SpeculativeStrategy(vocab, params.promptTokens, (out) => {
           const sampler = out.sampler;
@@ -796,6 +801,15 @@ export class Engine {
    * of its own per request was freed only when the garbage collector found it: 60 requests in a
    * row held 3.8 GB of a draft's caches (docs/engine.md).
    */
+  /**
+   * whether `draft`'s pool is the planned one (planDraftCache), made or to be made by its first
+   * request, which holds the draft rows in their own room; a pool made without a plan keeps its size
+   */
+  private draftPoolPlanned(draft: LanguageModel): boolean {
+    const pool = this.draftPools.get(draft);
+    return pool ? this.plannedDraftPools.has(pool) : this.draftPlans.has(draft);
+  }
+
   private draftCache(draft: LanguageModel, positions: number): KVCache {
     let pool = this.draftPools.get(draft);
     if (!pool) {
@@ -815,6 +829,7 @@ export class Engine {
         // no outgrown arrays behind (a wasm memory keeps them); within kvCacheBytes as before
         pool = draft.createCache(this.draftPoolPlan(draft)!.tokens).pool;
         pool.limitBytes(pool.byteLength);
+        this.plannedDraftPools.add(pool);
       }
       this.draftPools.set(draft, pool);
       this.draftPoolRefs.push(new WeakRef(pool));

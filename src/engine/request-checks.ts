@@ -36,7 +36,7 @@ export interface KvPoolLimits {
   bytes: number;
 }
 
-/** what a request's KV worst case depends on: its prompt, maxTokens and how it decodes */
+/** what a request's KV worst case depends on: its prompt, maxTokens and how it decodes (`draft`: a draft model's cache counts in it, see SpeculativeStrategy.chargesOutside) */
 export interface KvRequest {
   promptTokens: number;
   maxTokens: number;

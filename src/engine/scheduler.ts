@@ -45,7 +45,7 @@ export interface SchedulerLimits {
  * decoding) is admitted once its prompt fits (plus a watermark), and when a step finds no free
  * block for it the most recently admitted such request is preempted (its blocks freed, recomputed
  * later from prompt + tokens so far, all its sequences together; a draft model's cache, which lives
- * in the draft's own pool but counts against the same room, with them)
+ * in the draft's own pool, with them, and where that pool has no plan it counts against the same room)
  */
 export type Admission = "reserve" | "preempt";
 
@@ -401,7 +401,7 @@ export class Scheduler implements StrategyHost {
   /**
    * blocks free for preemptible requests' rows now: available ones less what the reserved requests
    * may still take, what this step's planned chunks take, and what the preemptible ones hold outside
-   * the pool (a draft model's cache: the same budget)
+   * the pool (a draft model's cache in a pool without a plan: the same budget)
    */
   private room(): number {
     let planned = 0;
@@ -537,7 +537,7 @@ function recomputeEnd(sequence: RunningSequence): number {
 function kvRequestOf(request: EngineRequest): KvRequest {
   const { promptTokens, maxTokens, decoding: d } = request.params;
   const width = request.strategy.width;
-  const decoding: KvRequest["decoding"] = d.kind === "beam" ? { kind: "beam", numBeams: width } : d.kind === "speculative" ? { kind: "speculative", draftTokens: d.draftTokens ?? defaultDraftTokens(d.draft !== undefined), draft: d.draft !== undefined } : { kind: "sample", n: width };
+  const decoding: KvRequest["decoding"] = d.kind === "beam" ? { kind: "beam", numBeams: width } : d.kind === "speculative" ? { kind: "speculative", draftTokens: d.draftTokens ?? defaultDraftTokens(d.draft !== undefined), draft: d.draft !== undefined && request.strategy.chargesOutside === true } : { kind: "sample", n: width };
   return { promptTokens: promptTokens.length, maxTokens, decoding };
 }
 

@@ -70,6 +70,8 @@ export interface Strategy {
   stepBlocks?(): number;
   /** the pool's blocks' worth of rows it holds outside the pool now (a draft model's cache, in the draft's pool) */
   outsideBlocks?(): number;
+  /** whether rows it holds outside the pool count in its worst case (extraBlocks), which a refusal then names */
+  readonly chargesOutside?: boolean;
   /** its request was preempted: give back the rows it holds outside the pool (they are computed again from its tokens) */
   preempted?(): void;
   /** the prompt is computed (`first` holds it): its last logits */

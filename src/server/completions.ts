@@ -342,9 +342,10 @@ function answeredChoices(job: Job, choices: readonly Choice[]): readonly Choice[
 }
 
 /**
- * A prompt's run; one drafting whose KV room (its own and the draft model's cache, which counts
- * in the same pool) the pool could never hold runs without the draft where it fits so: speculation
- * only speeds a reply up, it must not refuse one the server takes without a draft
+ * A prompt's run; one drafting whose KV room (its own, and the draft model's cache where that
+ * counts in the same pool: a draft whose pool has no plan, as a library caller's startServer
+ * gives it; tsllm serve plans it apart) the pool could never hold runs without the draft where it
+ * fits so: speculation only speeds a reply up, it must not refuse one the server takes without a draft
  */
 function submitOne(ctx: ServeContext, prompt: number[], options: GenerateOptions): GenerationRun {
   try {

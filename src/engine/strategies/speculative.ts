@@ -32,8 +32,9 @@ export class SpeculativeStrategy implements Strategy {
     private readonly makeSequence: (choice: number) => Sequence,
     /**
      * blocks of the engine's pool that a draft model's cache of `positions` positions takes (its
-     * bytes, in whole blocks of its own pool); undefined: prompt lookup. The draft's cache lives in
-     * the draft model's pool, but it counts against the same budget
+     * bytes, in whole blocks of its own pool); undefined: prompt lookup, or a draft pool of its
+     * planned size (its own room, Engine.planDraftCache). The draft's cache lives in the draft
+     * model's pool, but without a plan it counts against the same budget
      */
     private readonly draftPoolBlocks?: (positions: number) => number,
     /** the draft model its proposals' passes run on (the engine batches them with other requests'); undefined: prompt lookup */
@@ -47,6 +48,11 @@ export class SpeculativeStrategy implements Strategy {
    * preemption (preempted) and computed again from the accepted tokens at the next proposal
    */
   readonly recomputable = true;
+
+  /** a draft model's cache counts against the pool (a draft pool without a plan, see draftPoolBlocks) */
+  get chargesOutside(): boolean {
+    return this.draftPoolBlocks !== undefined;
+  }
 
   extraBlocks(blockSize: number): number {
     return speculativeExtraBlocks(this.promptTokens.length, this.maxTokens, this.draftTokens, blockSize, this.draftPoolBlocks);
