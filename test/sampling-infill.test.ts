@@ -122,7 +122,7 @@ function literalInfill(sorted: { id: number; logit: number }[], vocab: InfillVoc
   return kept.map((t) => t.id);
 }
 
-test("infill: the merges found through the pieces' order are those of llama.cpp's double loop (random vocabularies)", () => {
+test("infill: the merges found through the vocabulary's trie of pieces are those of llama.cpp's double loop (random vocabularies)", () => {
   let seed = 12345;
   const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
   for (let round = 0; round < 300; round++) {
@@ -135,5 +135,27 @@ test("infill: the merges found through the pieces' order are those of llama.cpp'
     if (logits.every((l) => l === -Infinity)) logits[0] = 0;
     const sorted = logits.map((logit, id) => ({ id, logit: Math.fround(logit) })).sort((a, b) => b.logit - a.logit || a.id - b.id);
     assert.deepEqual(survivors(logits, vocab).ids, literalInfill(sorted, vocab), JSON.stringify({ pieces, eog, logits }));
+  }
+});
+
+test("infill: one vocabulary over many steps, each on a few of its tokens (as after top_k), new ones coming up late: the merges of llama.cpp's double loop", () => {
+  // (the step keeps the vocabulary's pieces between steps: a token first seen at a later step
+  // must still be found among the prefixes of those seen before)
+  let seed = 777;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const size = 60;
+  const pieces = Array.from({ length: size }, () => (rand() < 0.08 ? "" : Array.from({ length: 1 + Math.floor(rand() * 4) }, () => "abc"[Math.floor(rand() * 3)]).join("")));
+  const vocab = vocabOf(pieces, pieces.flatMap((p, i) => (p === "" && rand() < 0.5 ? [i] : [])));
+  for (let round = 0; round < 400; round++) {
+    // the ids a step may see grow over the rounds, so ids keep coming up for the first time
+    const reach = Math.min(size, 4 + Math.floor(round / 6));
+    const chosen = [...new Set(Array.from({ length: 2 + Math.floor(rand() * 10) }, () => Math.floor(rand() * reach)))];
+    const logits = chosen.map(() => Math.fround(Math.round(rand() * 8) / 2));
+    const c = createCandidates(chosen.length);
+    chosen.forEach((id, i) => { c.ids[i] = id; c.logits[i] = logits[i]!; });
+    c.size = chosen.length;
+    infillFilter(c, vocab);
+    const sorted = chosen.map((id, i) => ({ id, logit: logits[i]! })).sort((a, b) => b.logit - a.logit || a.id - b.id);
+    assert.deepEqual([...c.ids.subarray(0, c.size)], literalInfill(sorted, vocab), JSON.stringify({ round, chosen, logits }));
   }
 });

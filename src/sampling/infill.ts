@@ -6,7 +6,8 @@ export interface InfillVocabulary {
   isEndOfGeneration(id: number): boolean;
   /**
    * a token's bytes as llama.cpp's token_to_piece gives them without special tokens: empty for
-   * control and unknown tokens, a byte token's one byte, a piece's bytes (its "▁" a space)
+   * control and unknown tokens, a byte token's one byte, a piece's bytes (its "▁" a space); the
+   * same for an id every time (the step keeps the vocabulary's pieces between steps)
    */
   pieceBytes(id: number): Uint8Array;
   /**
@@ -50,44 +51,144 @@ export function infillVocabulary(tokenizer: InfillTokenizer): InfillVocabulary {
   };
 }
 
-/** whether `a` begins `b` (byte-wise) */
-function startsWith(b: Uint8Array, a: Uint8Array): boolean {
-  if (a.length > b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-/** byte-wise order of two pieces (a prefix first) */
-function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
-  return a.length - b.length;
-}
-
 /**
- * For each candidate, the candidates (by index, ascending) whose piece its own non-empty piece
- * begins, itself left out: the pairs llama.cpp's double loop merges, found through the pieces in
- * byte order (those a piece begins lie right after it there) instead of comparing every pair.
+ * A vocabulary's pieces in a trie, grown as its ids come up (a token's piece never changes, so it
+ * is built once per vocabulary, not per step), and each id's prefix tokens: the ids whose
+ * non-empty piece begins its own (its own piece too, itself left out), found at the nodes on its
+ * way up to the root. A step reads the pairs llama.cpp's double loop merges from those lists,
+ * without sorting the pieces (the whole vocabulary's, with no top_k before the step) or making an
+ * array per candidate; a list is made again only after ids were added since it was made.
  */
-function prefixPartners(pieces: readonly Uint8Array[]): number[][] {
-  const order = pieces.map((_, i) => i).sort((a, b) => compareBytes(pieces[a]!, pieces[b]!) || a - b);
-  const partners: number[][] = pieces.map(() => []);
-  for (let i0 = 0; i0 < pieces.length; i0++) {
-    const p0 = pieces[i0]!;
-    if (p0.length === 0) continue;
-    // the first piece not below p0 in byte order, then every piece p0 begins
-    let lo = 0;
-    let hi = order.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (compareBytes(pieces[order[mid]!]!, p0) < 0) lo = mid + 1;
-      else hi = mid;
+class PieceTrie {
+  /** each node's parent (the root, 0, has none) */
+  private readonly parents: number[] = [-1];
+  /** the first id whose piece ends at each node (-1: none) */
+  private readonly firstAt: number[] = [-1];
+  /** node * 256 + byte: the child node */
+  private readonly child = new Map<number, number>();
+  /** each id's node + 1 (0: not added yet) */
+  private nodeOf = new Int32Array(0);
+  /** the next id whose piece ends at the same node (-1: none) */
+  private nextAt = new Int32Array(0);
+  /** ids added so far: a prefix list made before the last was added may lack it */
+  private added = 0;
+  /** each id's prefix list: `store` from its start, its length, and `added` when made (-1: never) */
+  private store = new Int32Array(1024);
+  private stored = 0;
+  private listStart = new Int32Array(0);
+  private listLength = new Int32Array(0);
+  private madeAt = new Int32Array(0);
+  /** each id's place among a step's candidates (-1: not one), set for the step and cleared after */
+  private placeOf = new Int32Array(0);
+
+  constructor(private readonly vocab: InfillVocabulary) {}
+
+  /** adds `id` (once) */
+  add(id: number): void {
+    if (id >= this.nodeOf.length) {
+      const size = Math.max(id + 1, 2 * this.nodeOf.length);
+      this.nodeOf = grown(this.nodeOf, size, 0);
+      this.nextAt = grown(this.nextAt, size, -1);
+      this.placeOf = grown(this.placeOf, size, -1);
+      this.listStart = grown(this.listStart, size, 0);
+      this.listLength = grown(this.listLength, size, 0);
+      this.madeAt = grown(this.madeAt, size, -1);
     }
-    const found: number[] = [];
-    for (let k = lo; k < order.length && startsWith(pieces[order[k]!]!, p0); k++) if (order[k] !== i0) found.push(order[k]!);
-    partners[i0] = found.sort((a, b) => a - b);
+    if (this.nodeOf[id]! > 0) return;
+    let node = 0;
+    for (const byte of this.vocab.pieceBytes(id)) {
+      const key = node * 256 + byte;
+      let next = this.child.get(key);
+      if (next === undefined) {
+        next = this.parents.length;
+        this.parents.push(node);
+        this.firstAt.push(-1);
+        this.child.set(key, next);
+      }
+      node = next;
+    }
+    this.nodeOf[id] = node + 1;
+    this.nextAt[id] = this.firstAt[node]!;
+    this.firstAt[node] = id;
+    this.added++;
   }
-  return partners;
+
+  /** makes `id`'s prefix list (an added id's): the ids whose non-empty piece begins its own, itself left out */
+  private makePrefixes(id: number): void {
+    if (this.madeAt[id] === this.added) return;
+    let at = this.stored;
+    for (let node = this.nodeOf[id]! - 1; node !== 0; node = this.parents[node]!) {
+      for (let j = this.firstAt[node]!; j >= 0; j = this.nextAt[j]!) {
+        if (j === id) continue;
+        if (at === this.store.length) this.store = grown(this.store, 2 * at, 0);
+        this.store[at++] = j;
+      }
+    }
+    this.listStart[id] = this.stored;
+    this.listLength[id] = at - this.stored;
+    this.stored = at;
+    this.madeAt[id] = this.added;
+  }
+
+  /**
+   * For each of the `n` candidates `ids` (added ids), the candidates (by index, ascending) whose
+   * piece its own non-empty piece begins, itself left out: each candidate, in index order, is the
+   * partner of its prefix tokens among the candidates, so each one's partners come ascending
+   */
+  partners(ids: Int32Array, n: number): Partners {
+    // lists made again (ids added since) leave their old ones in the store: past a bound it starts
+    // afresh, between steps (a step reads the lists it made), so a long run over small candidate
+    // sets, each adding ids, keeps no more than that
+    if (this.stored > Math.max(1 << 20, 8 * this.nodeOf.length)) {
+      this.madeAt.fill(-1);
+      this.stored = 0;
+    }
+    const place = this.placeOf;
+    for (let i = 0; i < n; i++) place[ids[i]!] = i;
+    try {
+      for (let i = 0; i < n; i++) this.makePrefixes(ids[i]!);
+      const { store, listStart, listLength } = this;
+      // counted, then placed
+      const start = new Int32Array(n + 1);
+      for (let i1 = 0; i1 < n; i1++) {
+        const from = listStart[ids[i1]!]!, to = from + listLength[ids[i1]!]!;
+        for (let k = from; k < to; k++) if (place[store[k]!]! >= 0) start[place[store[k]!]! + 1]!++;
+      }
+      for (let i = 0; i < n; i++) start[i + 1]! += start[i]!;
+      const list = new Int32Array(start[n]!);
+      const next = start.slice(0, n);
+      for (let i1 = 0; i1 < n; i1++) {
+        const from = listStart[ids[i1]!]!, to = from + listLength[ids[i1]!]!;
+        for (let k = from; k < to; k++) if (place[store[k]!]! >= 0) list[next[place[store[k]!]!]!++] = i1;
+      }
+      return { start, list };
+    } finally {
+      for (let i = 0; i < n; i++) place[ids[i]!] = -1;
+    }
+  }
+}
+
+/** `a` in a larger array of `size`, the rest `fill` */
+function grown(a: Int32Array, size: number, fill: number): Int32Array<ArrayBuffer> {
+  const b = new Int32Array(size).fill(fill);
+  b.set(a);
+  return b;
+}
+
+const tries = new WeakMap<InfillVocabulary, PieceTrie>();
+
+/** each candidate's partners, by index ascending: `list` from `start[i]` to `start[i + 1]` */
+interface Partners {
+  readonly start: Int32Array;
+  readonly list: Int32Array;
+}
+
+/** the pairs llama.cpp's double loop merges, by the vocabulary's trie (made once per vocabulary) */
+function prefixPartners(ids: Int32Array, n: number, vocab: InfillVocabulary): Partners {
+  let trie = tries.get(vocab);
+  if (!trie) tries.set(vocab, (trie = new PieceTrie(vocab)));
+  for (let i = 0; i < n; i++) trie.add(ids[i]!);
+  return trie.partners(ids, n);
 }
 
 const f = Math.fround;
@@ -111,8 +212,10 @@ export function infillFilter(c: Candidates, vocab: InfillVocabulary): void {
   softmaxCandidates(c);
   const n = c.size;
   const { ids, logits } = c;
-  const p = Float32Array.from(c.probs.subarray(0, n));
-  const eog = Array.from(ids.subarray(0, n), (id) => vocab.isEndOfGeneration(id));
+  const p = c.probs.slice(0, n);
+  // (flags in typed arrays, filled by loops: the candidates may be the whole vocabulary)
+  const eog = new Uint8Array(n);
+  for (let i = 0; i < n; i++) eog[i] = vocab.isEndOfGeneration(ids[i]!) ? 1 : 0;
   let txtSum = 0;
   let eogSum = 0;
   for (let i = 0; i < n; i++) {
@@ -120,19 +223,22 @@ export function infillFilter(c: Candidates, vocab: InfillVocabulary): void {
     else txtSum = f(txtSum + p[i]!);
   }
   if (f(f(3 * eogSum) * n) > txtSum) {
-    keep(c, (i) => eog[i]!);
+    keep(c, (i) => eog[i] === 1);
     return;
   }
-  const dead = Array.from(logits.subarray(0, n), (l) => l === -Infinity);
-  const partners = prefixPartners(Array.from(ids.subarray(0, n), (id) => vocab.pieceBytes(id)));
+  const dead = new Uint8Array(n);
+  for (let i = 0; i < n; i++) dead[i] = logits[i] === -Infinity ? 1 : 0;
+  const { start, list } = prefixPartners(ids, n, vocab);
   for (let i0 = 0; i0 < n; i0++) {
-    for (const i1 of partners[i0]!) {
+    for (let k = start[i0]!; k < start[i0 + 1]!; k++) {
+      const i1 = list[k]!;
       if (dead[i0]) break;
       if (dead[i1]) continue;
-      const [dst, src] = p[i1]! > p[i0]! ? [i1, i0] : [i0, i1];
+      const dst = p[i1]! > p[i0]! ? i1 : i0;
+      const src = dst === i1 ? i0 : i1;
       p[dst] = f(p[dst]! + p[src]!);
       p[src] = 0;
-      dead[src] = true;
+      dead[src] = 1;
     }
   }
   // first threshold: text tokens of p >= 0.2
@@ -159,7 +265,7 @@ export function infillFilter(c: Candidates, vocab: InfillVocabulary): void {
   for (const i of alive) p[i] = f(p[i]! / sum);
   // second threshold: text tokens of p >= 1 / (text tokens + 1)
   const threshold = f(1 / (nonEog + 1));
-  alive = alive.filter((i) => p[i]! >= threshold || eog[i]!);
+  alive = alive.filter((i) => p[i]! >= threshold || eog[i] === 1);
   const kept = new Set(alive);
   keep(c, (i) => kept.has(i));
 }
