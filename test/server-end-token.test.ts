@@ -81,8 +81,8 @@ describe("the end-of-generation token's logprob (stories260K)", { skip }, () => 
     const ctxlen = 4;
     const sum = lp.token_logprobs.slice(ctxlen, -1).reduce((a: number, b: number) => a + b, 0);
     assert.ok(Math.abs(sum - scored.promptLogprobs!.slice(ctxlen).reduce((a, p) => a + p!.logprob, 0)) < 1e-9);
-    // usage counts the completion's tokens, as the library's completionTokens (the end token is not one)
-    assert.equal(r.json.usage.completion_tokens, 0);
+    // usage counts every token sampled, the end token too, as llama-server's n_decoded (server-task.cpp's usage reads it)
+    assert.equal(r.json.usage.completion_tokens, 1);
 
     // streamed: the same entries
     const streamed = await client.completions.create({ ...body, stream: true } as never) as unknown as AsyncIterable<{ choices: { logprobs: { tokens: string[]; token_logprobs: number[]; text_offset: number[] } | null }[] }>;

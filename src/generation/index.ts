@@ -7,7 +7,7 @@ export { cancelOnEarlyExit } from "./early-exit.js";
 export { checkGenerateRanges, validateMaxTokens, validateTokenBans } from "./check-ranges.js";
 export { tokenLogprobs, validateLogprobs, type PromptLogprobs, type TokenLogprob, type TopLogprob } from "./logprobs.js";
 export { createStopMatcher, validateStopStrings, type StopMatcher } from "./stop-strings.js";
-export { computeTimings, formatTimings, type Timings } from "./timings.js";
+export { computeTimings, decodeRates, formatTimings, type Timings } from "./timings.js";
 export { timeGreedyForward, warmUpForward, type ForwardTiming } from "./forward-timing.js";
 export { BeamSearch, beamSearch, validateBeamOptions, type BeamExtension, type BeamSearchOptions, type BeamSequence } from "./beam.js";
 export { SpeculativeDecoder, speculativeGreedy, speculativePositions, validateSpeculative, type DraftPass, type SpeculativeOptions, type SpeculativeSampling, type SpeculativeStats } from "./speculative.js";

@@ -30,7 +30,6 @@ export function computeTimings(
   loadMs: number, promptTokens: number, completionTokens: number, t0: number, tPrefill: number, tFirst: number, tEnd: number,
   engine: { queueMs: number; cachedPromptTokens: number } = { queueMs: 0, cachedPromptTokens: 0 },
 ): Timings {
-  const decodeSteps = Math.max(0, completionTokens - 1);
   const decodeMs = completionTokens > 0 ? tEnd - tFirst : 0;
   const prefillMs = tPrefill - t0;
   return {
@@ -39,14 +38,22 @@ export function computeTimings(
     completionTokens,
     prefillMs: round(prefillMs),
     ttftMs: round(completionTokens > 0 ? tFirst - t0 : tEnd - t0),
-    tpotMs: round(decodeSteps > 0 ? decodeMs / decodeSteps : 0),
+    ...decodeRates(decodeMs, completionTokens),
     decodeMs: round(decodeMs),
     prefillTokensPerSecond: round(prefillMs > 0 ? (promptTokens * 1000) / prefillMs : 0),
-    decodeTokensPerSecond: round(decodeSteps > 0 && decodeMs > 0 ? (decodeSteps * 1000) / decodeMs : 0),
     totalMs: round(tEnd - t0),
     queueMs: round(engine.queueMs),
     cachedPromptTokens: engine.cachedPromptTokens,
   };
+}
+
+/**
+ * the decode rates of `tokens` sampled in `decodeMs` after the first: each token after the first
+ * took one decode step (the first came from the prefill's logits), as llama-server's n_gen_steps
+ */
+export function decodeRates(decodeMs: number, tokens: number): Pick<Timings, "tpotMs" | "decodeTokensPerSecond"> {
+  const steps = Math.max(0, tokens - 1);
+  return { tpotMs: round(steps > 0 ? decodeMs / steps : 0), decodeTokensPerSecond: round(steps > 0 && decodeMs > 0 ? (steps * 1000) / decodeMs : 0) };
 }
 
 function round(x: number): number {

@@ -489,8 +489,8 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
     const prompt = job.prompts[Math.floor(index / job.n)]!.length;
     return { usage: { prompt_tokens: prompt, completion_tokens: made[index]!, total_tokens: prompt + made[index]! } };
   };
-  // (llama-server's send_partial_response: the slot's timings on each partial result, its tokens so far counted)
-  const timingsSoFar = (index: number) => job.timingsPerToken ? { timings: timingsObject(runs[Math.floor(index / job.n)]!.timingsSoFar(made[index]!, firstAt[index]!)) } : {};
+  // (llama-server's send_partial_response: the slot's timings on each partial result, its tokens so far counted: `decoded`, the end token's event counting it)
+  const timingsSoFar = (index: number, decoded = made[index]!) => job.timingsPerToken ? { timings: timingsObject(runs[Math.floor(index / job.n)]!.timingsSoFar(decoded, firstAt[index]!)) } : {};
   const extra = (index: number) => ({ ...usageSoFar(index), ...timingsSoFar(index) });
   const chunk = (index: number, text: string | undefined, finish: "stop" | "length" | "tool_calls" | null, logprobs: unknown = null) => job.kind === "chat"
     ? { ...head, choices: [{ index, delta: text === undefined ? {} : { content: text }, logprobs, finish_reason: finish }], ...extra(index) }
@@ -560,7 +560,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
           const probs = listed ? { completion_probabilities: [nativeProbability(ctx.texts.chatEntry(listed), listed.lp, job.postSampling)] } : {};
           const id = token ?? endToken?.token;
           const predicted = made[index]! + (token === undefined && id !== undefined ? 1 : 0);
-          if ((text !== "" || id !== undefined) && !(await sse.send({ ...nativePartial(text, id, index, predicted, job.prompts[run]!.length), ...timingsSoFar(index), ...probs }))) break;
+          if ((text !== "" || id !== undefined) && !(await sse.send({ ...nativePartial(text, id, index, predicted, job.prompts[run]!.length), ...timingsSoFar(index, predicted), ...probs }))) break;
           continue;
         }
         const placed = choice?.take(shown[index]!) ?? [];

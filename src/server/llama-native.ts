@@ -1,7 +1,7 @@
 import type { Choice, GenerateOptions, GenerationResult, TokenLogprob } from "../generation/index.js";
 import { llamaCppSamplerNames } from "../sampling/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
-import { timingsOf, type ChatLogprobEntry } from "./openai.js";
+import { decodedTokens, timingsOf, type ChatLogprobEntry } from "./openai.js";
 import { invalid } from "./errors.js";
 import { defined } from "./params.js";
 
@@ -41,7 +41,7 @@ export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, 
   const tokens = generatedTokens(c);
   return {
     index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: NO_SLOT, stop: true, model: req.model,
-    tokens_predicted: tokens.length, tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
+    tokens_predicted: decodedTokens(c), tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
     prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: truncated(req, r, c), stop_type: type, stopping_word: word,
     tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),
   };

@@ -1,4 +1,4 @@
-import type { FinishReason, GenerationResult, PromptLogprobs, Timings, TokenLogprob } from "../generation/index.js";
+import { decodeRates, type Choice, type FinishReason, type GenerationResult, type PromptLogprobs, type Timings, type TokenLogprob } from "../generation/index.js";
 import { completionDecoder } from "../engine/index.js";
 import type { StreamDecoder, Tokenizer } from "../tokenizer/index.js";
 
@@ -38,14 +38,34 @@ export function usageOf(results: readonly GenerationResult[]): Usage {
   for (const r of results) {
     prompt += r.promptTokens.length;
     cached += r.timings.cachedPromptTokens;
-    for (const c of r.choices ?? [r]) completion += c.completionTokens.length;
+    for (const c of r.choices ?? [r]) completion += decodedTokens(c);
   }
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
 }
 
+/**
+ * the tokens llama-server counts as a choice's (its slot's n_decoded, read for usage's
+ * completion_tokens, tokens_predicted and timings' predicted_n alike): every token sampled, the
+ * end-of-generation token that ended it too (its slot counts it before it sees it is one), though
+ * the library's completionTokens, the text's tokens, leave it out
+ */
+export function decodedTokens(c: Choice): number {
+  return c.completionTokens.length + (c.endToken ? 1 : 0);
+}
+
 /** llama.cpp server's `timings` object (of the first prompt), with TTFT and queue time added, and its draft counts where the request drafted */
 export function timingsOf(r: GenerationResult): Record<string, number> {
-  return timingsObject(r.timings, r.speculative);
+  const ended = (r.choices ?? [r]).filter((c) => c.endToken).length;
+  return timingsObject(withDecoded(r.timings, r.timings.completionTokens + ended), r.speculative);
+}
+
+/**
+ * timings counting `decoded` tokens, as llama-server's slot counts them (decodedTokens): its
+ * predicted_n, and the decode steps its rates divide by (the engine's decode time already runs to
+ * the end-of-generation token's step)
+ */
+function withDecoded(t: Timings, decoded: number): Timings {
+  return decoded === t.completionTokens ? t : { ...t, completionTokens: decoded, ...decodeRates(t.decodeMs, decoded) };
 }
 
 /** llama.cpp server's `timings` object of engine timings (a finished request's, or one's so far: timings_per_token) */
