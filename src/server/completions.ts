@@ -8,7 +8,7 @@ import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { nativeFinal, nativePartial, nativeProbability, pickResponseFields, responseFieldsOf } from "./llama-native.js";
 import { finishReasonOf, joinLogprobs, timingsObject, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
-import { generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
+import { describeValue, generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
 import type { ServeContext } from "./context.js";
@@ -106,6 +106,7 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body, shape: ReplyShap
   // (logit_bias text as llama-server's common_tokenize reads it: no BOS/EOS, special-token text as plain text)
   const options = generationOptionsOf(body, model.info.vocabSize, echo || prefillOnly, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
   const { stream, includeUsage, continuousUsage, timingsPerToken } = streamOf(body);
+  checkIdSlot(body, model.engine.maxSequences);
   let logprobs: number | undefined;
   let prompts: number[][];
   let replySyntax: ReplySyntax | undefined;
@@ -292,6 +293,22 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
   // only >= 0, its slot's draft batch sized by the server's draft max), and at most the tokens left
   // to generate: a larger one would only reserve KV blocks no proposal fills
   options.draftTokens = Math.min(nMax ?? draft.tokens, draft.tokens, options.maxTokens);
+}
+
+/**
+ * llama-server's `id_slot` (its handle_completions_impl: json_value(data, "id_slot", -1)), on every
+ * completion route: -1 any slot; another id names a slot modulo the slot count (get_slot_by_id:
+ * "allow id_slot to be out of bounds (wrap around)"; a negative one but -1 names none, so any), the
+ * request deferred until that slot is idle. A client names a slot to find its prompt's KV cache
+ * again; this engine's sequences share one prefix cache, found from any place, so every id is taken
+ * and the request runs where there is room, its reply the same. An id that is no integer was read
+ * nowhere (llama-server logs it and takes -1): a 400 naming it, not a request whose slot is silently
+ * another.
+ */
+function checkIdSlot(body: Body, slots: number): void {
+  const v = body["id_slot"];
+  if (v === undefined || v === null || Number.isSafeInteger(v)) return;
+  throw invalid("id_slot", `'id_slot' must be an integer: -1 (any slot, the default) or a slot's id (0..${slots - 1}; a larger one wraps around, as llama-server's), got ${describeValue(v)}`, "invalid_type");
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */

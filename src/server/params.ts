@@ -8,6 +8,8 @@ import { invalid, SCHEMA_PARAM, schemaFaultParam } from "./errors.js";
 export type Body = Readonly<Record<string, unknown>>;
 
 const describe = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "string" ? JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v) : String(v));
+/** a request's value as a 400 shows it */
+export { describe as describeValue };
 
 export function optNumber(body: Body, name: string, check: { min?: number; max?: number; integer?: boolean } = {}): number | undefined {
   const v = body[name];
