@@ -1,13 +1,9 @@
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import type { Page } from "playwright-core";
-// @ts-expect-error: a plain .mjs build script
-import { browserDir } from "../scripts/build-browser.mjs";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
-import { pagesOver, skipWithoutChromium } from "./helpers/chromium.js";
+import { pagesOver, skipWithoutChromium, startBuildServer } from "./helpers/chromium.js";
 
 // The browser engine's workers when one fails to start: the engine worker's script (TsllmWorker's
 // argument) or the wasm backend's kernel worker (kernel-worker.js beside the `assetsUrl` folder's
@@ -29,28 +25,24 @@ const BROKEN: Record<string, string> = {
   "/silent/kernel-worker.js": "self.onmessage = () => undefined;",
   // the build's kernel worker, whose loop throws once it has said ready (a worker that dies after it started)
   "/dies/kernel-worker.js": "import '/tsllm/kernel-worker.js'; const post = self.postMessage.bind(self); self.postMessage = (m, t) => { post(m, t); if (m && m.ready) throw new Error('boom after its start'); };",
+  // the build's engine worker, which ends its kernel worker 1 outright (worker.terminate(): none of
+  // its JavaScript runs, no event says so) at its first look at the clock once the page has armed
+  // it on the BroadcastChannel "tsllm test" (it answers "armed"): in the next generation, mid-job
+  // where the pool waits for the workers' rows; it then holds its thread a second, as a busy one
+  // would, so that the generation (thousands of tokens a second) cannot end before the end is seen
+  "/terminates/engine-worker.js": "import '/terminates/arm.js'; import '/tsllm/engine-worker.js';",
+  "/terminates/arm.js": [
+    "const Base = self.Worker; let victim; let armed = false;",
+    "self.Worker = class extends Base { constructor(url, options) { super(url, options); if (options && options.name === 'tsllm kernels 1') victim = this; } };",
+    "const channel = new BroadcastChannel('tsllm test');",
+    "channel.onmessage = () => { armed = true; channel.postMessage('armed'); };",
+    "const now = performance.now.bind(performance);",
+    "performance.now = () => { if (armed && victim) { armed = false; victim.terminate(); Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000); } return now(); };",
+  ].join("\n"),
 };
 
-/** a static server with COOP/COEP on everything: the build under /tsllm/ and, with its kernels, under /missing/, /throws/, /silent/ and /dies/ (each with its broken script, or none), the model under /models/ */
-function startServer(model: Buffer): Promise<Server> {
-  const server = createServer((req, res) => {
-    const p = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
-    const headers = { "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp", "cross-origin-resource-policy": "same-origin" };
-    const send = (type: string, body: Buffer | string): void => void res.writeHead(200, { ...headers, "content-type": type }).end(body);
-    if (p === "/") return send("text/html; charset=utf-8", "<!doctype html><title>workers</title>");
-    if (BROKEN[p] !== undefined) return send("text/javascript", BROKEN[p]);
-    const m = /^\/(tsllm|missing|throws|silent|dies)\/([\w.-]+)$/.exec(p);
-    // the broken folders hold the build's kernels only (their scripts are BROKEN's, or missing)
-    if (m && (m[1] === "tsllm" || m[2]!.endsWith(".wasm")) && existsSync(join(browserDir, m[2]!))) {
-      return send(m[2]!.endsWith(".wasm") ? "application/wasm" : "text/javascript", readFileSync(join(browserDir, m[2]!)));
-    }
-    if (p === "/models/stories260K.gguf") return void res.writeHead(200, { ...headers, "content-type": "application/octet-stream", "content-length": model.length }).end(model);
-    res.writeHead(404, headers).end();
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
-const rig = pagesOver(skip, () => startServer(readFileSync(sharedFile(MODEL)!)));
+// the broken folders hold the build's kernels only (their scripts are BROKEN's, or missing)
+const rig = pagesOver(skip, () => startBuildServer({ scripts: BROKEN, kernelFolders: ["missing", "throws", "silent", "dies"], models: { "stories260K.gguf": readFileSync(sharedFile(MODEL)!) } }));
 
 async function openPage(): Promise<{ page: Page; errors: string[] }> {
   const page = await rig.browser.newPage();
@@ -199,21 +191,27 @@ test("a kernel worker whose loop throws once it has said ready: the load rejects
   }
 });
 
-test("a kernel worker whose JavaScript is terminated mid-generation: the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, async () => {
+/**
+ * On a page of its own: stories260K loaded on two threads with the engine worker `script`, `arm`
+ * run in the page, a long generation whose first token arrived, then `end` ends kernel worker 1
+ * (or the engine worker `arm` armed has already). That generation and the
+ * next one must reject with one error saying why (`why`, naming the build's kernel worker), and a
+ * load again on the same engine worker give llama.cpp's tokens; no hang (inPage bounds each wait).
+ */
+async function kernelWorkerEndsMidGeneration(script: string, arm: string, end: (page: Page) => Promise<void>, why: string): Promise<void> {
   const { page, errors } = await openPage();
   try {
-
-    // a generation under way (its first token arrived) when kernel worker 1's JavaScript is terminated
     await inPage(page, `
-      const w = new TsllmWorker("/tsllm/engine-worker.js");
+      const w = new TsllmWorker(${JSON.stringify(script)});
       globalThis.w = w;
-      await w.load("/models/stories260K.gguf", { cache: false, threads: 2 });
+      await w.load("/models/stories260K.gguf", { cache: false, threads: 2, assetsUrl: "/tsllm/" });
+      ${arm}
       await new Promise((first) => { globalThis.generation = w.generate("Once upon a time", { maxTokens: 2000, ignoreEos: true, temperature: 0, onStep: first }); });
       // handled: it may end before the next call looks at it
       globalThis.generation.catch(() => undefined);
     `);
-    await terminateKernelWorker(1);
-    const terminated = await inPage<string[]>(page, `
+    await end(page);
+    const settledAfter = await inPage<string[]>(page, `
       const w = globalThis.w;
       const generation = await settled(globalThis.generation);
       const later = await settled(w.generate("Once upon a time", { maxTokens: 4, temperature: 0 }));
@@ -222,13 +220,26 @@ test("a kernel worker whose JavaScript is terminated mid-generation: the generat
       w.terminate();
       return [generation, later, again];
     `);
-    const gone = stopped(`${rig.base}/tsllm/kernel-worker.js`, "its loop stopped running (its JavaScript was terminated)");
-    assert.deepEqual(terminated, [gone, gone, `resolved: ${JSON.stringify([2, golden()])}`]);
+    const gone = stopped(`${rig.base}/tsllm/kernel-worker.js`, why);
+    assert.deepEqual(settledAfter, [gone, gone, `resolved: ${JSON.stringify([2, golden()])}`]);
     assert.deepEqual(errors, []);
   } finally {
     await page.close();
   }
-});
+}
+
+test("a kernel worker whose JavaScript is terminated mid-generation: the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, () =>
+  kernelWorkerEndsMidGeneration("/tsllm/engine-worker.js", "", () => terminateKernelWorker(1), "its loop stopped running (its JavaScript was terminated)"));
+
+test("a kernel worker ended outright mid-generation (worker.terminate(): none of its JavaScript runs, and no event tells the engine worker): the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, () =>
+  kernelWorkerEndsMidGeneration(
+    "/terminates/engine-worker.js",
+    `const channel = new BroadcastChannel("tsllm test");
+     await new Promise((armed) => { channel.onmessage = armed; channel.postMessage("arm"); });
+     channel.close();`,
+    async () => undefined,
+    "its thread was ended from outside (worker.terminate(), or it crashed)",
+  ));
 
 test("a kernel worker that never answers its start message: a load with no signal ends 30 s on with one error naming it (it waited forever); Stop ends the thread pool's start too, which stops the worker (it lived on, its start pending)", { skip }, async () => {
   const { page, errors } = await openPage();

@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { test } from "node:test";
 // @ts-expect-error: a plain .mjs build script without type declarations
 import { ensureWasm } from "../scripts/build-wasm.mjs";
+import type { ServeChild } from "../src/bench/index.js";
 import { runChild } from "./helpers/child.js";
 import { post, spawnServe, until } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -20,59 +21,9 @@ const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
 const skip = skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED);
 
+// generations until one rejects (a kill lands at a moment of its own, mid-job or between two; a
+// worker that throws or exits stops at its first job), then one more call
 const child = `
-  import { writeFileSync } from "node:fs";
-  import { loadModel } from "./src/index.ts";
-  const { MODEL_PATH, TSLLM_TEST_WORKER_TRIGGER: trigger } = process.env;
-  const options = { temperature: 0, maxTokens: 64 };
-  const load = () => loadModel(MODEL_PATH, { backend: "wasm", threads: 2, contextSize: 128 });
-  const model = await load();
-  const before = (await model.generate("Once upon a time", options)).completionTokens;
-  writeFileSync(trigger, "");
-  const errors = [];
-  for (let i = 0; i < 2; i++) {
-    try {
-      await model.generate("Once upon a time", options);
-      errors.push("resolved");
-    } catch (e) {
-      errors.push(e.message);
-    }
-  }
-  model.dispose();
-  const again = await load();
-  const after = (await again.generate("Once upon a time", options)).completionTokens;
-  again.dispose();
-  console.error("RESULT " + JSON.stringify({ before, errors, after }));
-`;
-
-for (const how of ["throw", "exit"] as const) {
-  const why = how === "throw" ? "its loop threw Error: boom" : "its thread exited (code 3)";
-  test(`a Node kernel worker that ${how === "throw" ? "throws out of its loop" : "calls process.exit"} mid-generation: the generation rejects naming worker 1 and why, so does the next call, and a load again gives llama.cpp's greedy tokens`, { skip }, async () => {
-    await ensureWasm();
-    const dir = mkdtempSync(join(tmpdir(), "tsllm-worker-dies-"));
-    try {
-      const env = { ...process.env, MODEL_PATH: sharedFile(MODEL)!, TSLLM_TEST_WORKER_DIES: how, TSLLM_TEST_WORKER_TRIGGER: join(dir, "trigger") };
-      const r = await runChild(child, 120_000, { nodeArgs: ["--require", resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")], env });
-      assert.equal(r.timedOut, false, `the child did not finish within 120 s (a hang): ${r.stderr}`);
-      assert.equal(r.code, 0, r.stderr);
-      const line = r.stderr.split("\n").find((l) => l.startsWith("RESULT "));
-      assert.ok(line, r.stderr);
-      const { before, errors, after } = JSON.parse(line.slice("RESULT ".length)) as { before: number[]; errors: string[]; after: number[] };
-      const expected = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases.find((c) => c.prompt === "Once upon a time")!.completionTokens;
-      assert.deepEqual(before, expected, "before the worker stopped");
-      const message = `wasm backend: kernel worker 1 stopped: ${resolve(PROJECT_ROOT, "src/kernels/wasm/worker.ts")}: ${why} after its start; the backend cannot run without it: load the model again`;
-      assert.equal(errors.length, 2);
-      for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
-      assert.deepEqual(after, expected, "a load again");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-}
-
-// generations until one rejects (the kill lands at a moment of its own, mid-job or between two),
-// then one more call
-const killedChild = `
   import { writeFileSync } from "node:fs";
   import { loadModel } from "./src/index.ts";
   const { MODEL_PATH, TSLLM_TEST_WORKER_TRIGGER: trigger } = process.env;
@@ -103,32 +54,54 @@ const killedChild = `
   console.error("RESULT " + JSON.stringify({ before, errors, resolved, after }));
 `;
 
+/**
+ * Runs the child with kernel worker 1 stopped `how` (test/helpers/kernel-worker-dies.cjs): the
+ * generations before and after a load again give llama.cpp's greedy tokens, and the generation the
+ * stop fails and the call after it both reject with `message`.
+ */
+async function stopsWith(how: string, message: string): Promise<void> {
+  await ensureWasm();
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-worker-dies-"));
+  try {
+    const env = { ...process.env, MODEL_PATH: sharedFile(MODEL)!, TSLLM_TEST_WORKER_DIES: how, TSLLM_TEST_WORKER_TRIGGER: join(dir, "trigger") };
+    const r = await runChild(child, 120_000, { nodeArgs: ["--require", resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")], env });
+    assert.equal(r.timedOut, false, `the child did not finish within 120 s (a hang): ${r.stderr}`);
+    assert.equal(r.code, 0, r.stderr);
+    const line = r.stderr.split("\n").find((l) => l.startsWith("RESULT "));
+    assert.ok(line, r.stderr);
+    const { before, errors, resolved, after } = JSON.parse(line.slice("RESULT ".length)) as { before: number[]; errors: string[]; resolved: number; after: number[] };
+    const expected = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases.find((c) => c.prompt === "Once upon a time")!.completionTokens;
+    assert.deepEqual(before, expected, "before the worker stopped");
+    assert.equal(errors.length, 2, `no generation rejected after the worker stopped (${resolved} resolved)`);
+    for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
+    assert.deepEqual(after, expected, "a load again");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+for (const how of ["throw", "exit"] as const) {
+  const why = how === "throw" ? "its loop threw Error: boom" : "its thread exited (code 3)";
+  test(`a Node kernel worker that ${how === "throw" ? "throws out of its loop" : "calls process.exit"} mid-generation: the generation rejects naming worker 1 and why, so does the next call, and a load again gives llama.cpp's greedy tokens`, { skip }, () =>
+    stopsWith(how, `wasm backend: kernel worker 1 stopped: ${resolve(PROJECT_ROOT, "src/kernels/wasm/worker.ts")}: ${why} after its start; the backend cannot run without it: load the model again`));
+}
+
 const killed = {
   terminate: { what: "ended from outside (worker.terminate(), none of its JavaScript runs)", why: "its thread was ended from outside (exit code 1)" },
   oom: { what: "whose heap runs out (its resourceLimits: Node ends its thread, none of its JavaScript runs)", why: "its thread ended (exit code 1): Error: Worker terminated due to reaching memory limit: JS heap out of memory" },
 };
 for (const [how, { what, why }] of Object.entries(killed)) {
-  test(`a Node kernel worker ${what} mid-generation: the generation rejects naming worker 1 and why, so does the next call, no hang, and a load again gives llama.cpp's greedy tokens`, { skip }, async () => {
-    await ensureWasm();
-    const dir = mkdtempSync(join(tmpdir(), "tsllm-worker-killed-"));
-    try {
-      const env = { ...process.env, MODEL_PATH: sharedFile(MODEL)!, TSLLM_TEST_WORKER_DIES: how, TSLLM_TEST_WORKER_TRIGGER: join(dir, "trigger") };
-      const r = await runChild(killedChild, 120_000, { nodeArgs: ["--require", resolve(PROJECT_ROOT, "test/helpers/kernel-worker-dies.cjs")], env });
-      assert.equal(r.timedOut, false, `the child did not finish within 120 s (a hang): ${r.stderr}`);
-      assert.equal(r.code, 0, r.stderr);
-      const line = r.stderr.split("\n").find((l) => l.startsWith("RESULT "));
-      assert.ok(line, r.stderr);
-      const { before, errors, resolved, after } = JSON.parse(line.slice("RESULT ".length)) as { before: number[]; errors: string[]; resolved: number; after: number[] };
-      const expected = (JSON.parse(readFileSync(sharedFile(EXPECTED)!, "utf8")) as { cases: { prompt: string; completionTokens: number[] }[] }).cases.find((c) => c.prompt === "Once upon a time")!.completionTokens;
-      assert.deepEqual(before, expected, "before the worker was ended");
-      const message = `wasm backend: kernel worker 1 stopped: ${why}; the backend cannot run without it: load the model again`;
-      assert.equal(errors.length, 2, `no generation rejected after the worker was ended (${resolved} resolved)`);
-      for (const e of errors) assert.ok(e.includes(message), `expected "${message}" in: ${e}`);
-      assert.deepEqual(after, expected, "a load again");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  test(`a Node kernel worker ${what} mid-generation: the generation rejects naming worker 1 and why, so does the next call, no hang, and a load again gives llama.cpp's greedy tokens`, { skip }, () =>
+    stopsWith(how, `wasm backend: kernel worker 1 stopped: ${why}; the backend cannot run without it: load the model again`));
+}
+
+/** SIGTERM to the server (SIGKILL if it still runs 20 s on), the folder removed; fails the test if SIGTERM did not stop it */
+async function stopServe(serve: ServeChild, dir: string): Promise<void> {
+  serve.child.kill("SIGTERM");
+  const code = await Promise.race([serve.exited, new Promise((r) => setTimeout(() => r("still running 20 s after SIGTERM"), 20_000).unref())]);
+  if (code === "still running 20 s after SIGTERM") serve.child.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+  assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
 }
 
 test("tsllm serve whose kernel worker is ended from outside: the running request and later ones answer 500 with why, /health answers 500 with it, and the process still stops on SIGTERM", { skip }, async () => {
@@ -158,11 +131,7 @@ test("tsllm serve whose kernel worker is ended from outside: the running request
     assert.equal(later.status, 500);
     assert.ok(String(later.json.error?.message).includes(why), JSON.stringify(later.json));
   } finally {
-    serve.child.kill("SIGTERM");
-    const code = await Promise.race([serve.exited, new Promise((r) => setTimeout(() => r("still running 20 s after SIGTERM"), 20_000).unref())]);
-    if (code === "still running 20 s after SIGTERM") serve.child.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-    assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
+    await stopServe(serve, dir);
   }
 });
 
@@ -195,10 +164,6 @@ test("tsllm serve on an embedding model (an encoder folder) whose kernel worker 
     assert.equal(later.status, 500);
     assert.ok(String(later.json.error?.message).includes(why), JSON.stringify(later.json));
   } finally {
-    serve.child.kill("SIGTERM");
-    const code = await Promise.race([serve.exited, new Promise((r) => setTimeout(() => r("still running 20 s after SIGTERM"), 20_000).unref())]);
-    if (code === "still running 20 s after SIGTERM") serve.child.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-    assert.notEqual(code, "still running 20 s after SIGTERM", serve.stderr());
+    await stopServe(serve, dir);
   }
 });

@@ -8,12 +8,14 @@
  * thread's wait for a job: neither hears the other's events then. A loop that stops for good —
  * it threw outside a kernel, or its JavaScript was terminated (by the browser, or the DevTools
  * protocol) — says so itself through the shared words (markStopped), with why in the mailbox:
- * the main thread's job ends with that error where it waited forever.
+ * the main thread's job ends with that error where it waited forever. A thread ended outright
+ * (worker.terminate(), a crash) runs none of this: it releases the Web Lock the worker took before
+ * it said ready, and this script's other role, the host's watchdog (watch() below), says so for it.
  */
-import { postToMailbox, type KernelWorkerInit } from "../kernels/wasm/host.browser.js";
-import { markStopped } from "../kernels/wasm/control.js";
+import { postToMailbox, type KernelWorkerInit, type KernelWorkerWatch } from "../kernels/wasm/host.browser.js";
+import { endTold, markStopped } from "../kernels/wasm/control.js";
 import { describeError, runKernelWorker, type SpaceAnnouncement } from "../kernels/wasm/worker-loop.js";
-import type { WorkerScope } from "../platform/web.js";
+import { web, type WorkerScope } from "../platform/web.js";
 
 const scope = globalThis as unknown as WorkerScope;
 /** announcements not yet waited for; an Error for one that could not be read (messageerror) */
@@ -44,13 +46,49 @@ scope.onmessageerror = () => {
   scope.close();
 };
 
+/**
+ * The watchdog's part: waits for a kernel worker's lock, which the browser grants here once that
+ * worker's thread has ended; an end nobody told of (endTold) was an outright one, so why goes
+ * into its mailbox, then the word the pool's waits read (markStopped).
+ */
+function watchOver({ lock, mailbox, worker, script }: KernelWorkerWatch["watch"]): void {
+  void web.navigator!.locks!.request(lock, async () => {
+    if (endTold(worker)) return;
+    postToMailbox(mailbox, `${script}: its thread was ended from outside (worker.terminate(), or it crashed)`);
+    markStopped(worker);
+  });
+}
+
 /** how often a free event loop looks whether the loop is still running (it is free only while the loop awaits an announcement, or once the loop has stopped) */
 const WATCH_MS = 50;
 
 scope.onmessage = (e) => {
+  if ((e.data as Partial<KernelWorkerWatch>).watch) {
+    // this thread is the host's watchdog: every message is a kernel worker to watch
+    scope.onmessage = (later) => watchOver((later.data as KernelWorkerWatch).watch);
+    watchOver((e.data as KernelWorkerWatch).watch);
+    return;
+  }
   const init = e.data as KernelWorkerInit;
   scope.onmessage = (later) => announce(later.data as SpaceAnnouncement);
   scope.onmessageerror = () => announce(new Error("a memory's announcement could not be read (messageerror)"));
+  const locks = web.navigator?.locks;
+  if (!init.lock || !locks) return start(init, false);
+  // the lock first, then the loop: the watchdog asks for it once this worker has said ready
+  let granted = false;
+  locks
+    .request(init.lock, () => {
+      granted = true;
+      start(init, true);
+      // held while this thread lives
+      return new Promise(() => undefined);
+    })
+    // refused (not granted): this worker runs unwatched, and says so, or the watchdog, granted the free lock, took it for ended
+    .catch(() => granted || start(init, false));
+};
+
+/** runs the loop; `locked`: this thread holds its lock, which its ready message tells the host */
+function start(init: KernelWorkerInit, locked: boolean): void {
   const script = (scope as { location?: { href?: string } }).location?.href ?? "kernel-worker.js";
   /** the loop awaits an announcement: this thread's event loop is free while it still runs */
   let awaiting = false;
@@ -80,7 +118,7 @@ scope.onmessage = (e) => {
     scope.close();
   };
   runKernelWorker(init.start, {
-    ready: () => scope.postMessage({ ready: true }),
+    ready: () => scope.postMessage({ ready: true, locked }),
     startFailed: (message) => {
       scope.postMessage({ error: message });
       end();
@@ -89,4 +127,4 @@ scope.onmessage = (e) => {
     nextAnnouncement: nextAwaited,
     close: end,
   }).catch((e: unknown) => stop(`its loop threw ${describeError(e)}`));
-};
+}

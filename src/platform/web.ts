@@ -43,8 +43,15 @@ export interface WebCache {
   keys(): Promise<readonly { readonly url: string }[]>;
 }
 
+/** the Web Locks API (secure contexts): a lock held by a context is released when the context ends, however it ends */
+export interface WebLocks {
+  /** calls `hold` once the lock `name` is granted, and holds it until the promise `hold` returns settles */
+  request(name: string, hold: () => Promise<unknown>): Promise<unknown>;
+}
+
 interface WebGlobals {
   Worker?: WorkerConstructor;
+  navigator?: { locks?: WebLocks };
   /** the Cache API (secure contexts only: https, localhost) */
   caches?: { open(name: string): Promise<WebCache> };
   XMLHttpRequest?: new () => SyncXHR;

@@ -236,6 +236,16 @@ export function markStopped(worker: { left: SharedArrayBuffer; thread: number })
   Atomics.store(new Int32Array(worker.left), worker.thread * LEFT_STRIDE + LEFT_STOPPED, 1);
 }
 
+/**
+ * Whether a kernel worker's end is expected or already told: the pool stopped its workers (STOP),
+ * or the worker was marked stopped with why (LEFT_STOPPED). Whoever watches a worker's thread from
+ * outside (Node's supervisor thread, the browser's watchdog worker) says nothing then.
+ */
+export function endTold(worker: { memory: WebAssembly.Memory; ctrl: number; left: SharedArrayBuffer; thread: number }): boolean {
+  const control = new Int32Array(worker.memory.buffer, worker.ctrl, STOP + 1);
+  return Atomics.load(control, STOP) !== 0 || Atomics.load(new Int32Array(worker.left), worker.thread * LEFT_STRIDE + LEFT_STOPPED) !== 0;
+}
+
 /** polls between two clock reads (a clock read costs more than a poll) */
 const POLLS_PER_CLOCK_READ = 256;
 

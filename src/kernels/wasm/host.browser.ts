@@ -7,8 +7,16 @@
  * kernels are compiled for an unshared memory and run on the calling thread alone). A Web Worker
  * cannot read its messages without returning to its event loop, so a kernel error travels back
  * through a small shared mailbox that the main thread reads synchronously.
+ *
+ * A kernel worker ended outright (worker.terminate(), its thread crashed) runs none of its
+ * JavaScript, and the web has no event for it ('exit' is Node's); the thread that started it is
+ * blocked in a job when it matters. So each kernel worker holds a Web Lock while its thread lives,
+ * which the browser releases however the thread ends, and a watchdog (kernel-worker.js started to
+ * watch, not to compute), whose event loop is free, waits for each lock: granted one while the end
+ * is not told (endTold), it leaves why in the worker's mailbox and marks it stopped, which the
+ * pool's waits read. Where there are no Web Locks, such an end stays unseen as before.
  */
-import { baseHref, need, wasmCompile } from "../../platform/web.js";
+import { baseHref, need, wasmCompile, web, type WebWorker } from "../../platform/web.js";
 import type { KernelThread, KernelsMemory, KernelsVariant, SpaceAnnouncement, WorkerStart } from "./protocol.js";
 import { unsharedMemoryImport } from "./unshared.js";
 
@@ -110,6 +118,35 @@ function takeFromMailbox(mailbox: SharedArrayBuffer): string | undefined {
 export interface KernelWorkerInit {
   start: WorkerStart;
   mailbox: SharedArrayBuffer;
+  /** the Web Lock the worker takes before it says ready and holds while its thread lives (its ready message says whether it holds it; undefined: no Web Locks here) */
+  lock?: string;
+}
+
+/** what the watchdog is sent for each kernel worker once it has said ready (holding its lock) */
+export interface KernelWorkerWatch {
+  watch: {
+    lock: string;
+    mailbox: SharedArrayBuffer;
+    worker: Pick<WorkerStart, "memory" | "ctrl" | "left" | "thread">;
+    /** the kernel worker's script, which its message names */
+    script: string;
+  };
+}
+
+/** the watchdog per kernel worker script, started with the first of its kernel workers to say ready */
+const watchdogs = new Map<string, WebWorker>();
+
+function watchdog(workerUrl: URL): WebWorker {
+  let w = watchdogs.get(workerUrl.href);
+  if (w) return w;
+  w = new (need("Worker", "wasm backend threads"))(workerUrl, { type: "module", name: "tsllm kernel watchdog" });
+  // a watchdog that fails is replaced at the next kernel worker (the kernel workers it watched go unwatched)
+  w.onerror = (e) => {
+    e.preventDefault?.();
+    watchdogs.delete(workerUrl.href);
+  };
+  watchdogs.set(workerUrl.href, w);
+  return w;
 }
 
 /**
@@ -124,6 +161,8 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
   const { workerUrl } = ready();
   const Worker = need("Worker", "wasm backend threads");
   const mailbox = new SharedArrayBuffer(MAILBOX_BYTES);
+  // unique across the origin: Web Locks are shared by every tab and worker of it
+  const lock = web.navigator?.locks ? `tsllm kernel worker ${crypto.randomUUID()}` : undefined;
   const worker = new Worker(workerUrl, { type: "module", name: `tsllm kernels ${start.thread}` });
   // every way the worker can fail to start rejects this, naming its script (the pool awaits it)
   const script = `kernel worker ${workerUrl.href}`;
@@ -134,9 +173,14 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
     stopped = () => reject(new Error(`${script} was stopped before it answered its start message`));
     startTimer = setTimeout(() => reject(new Error(`${script} did not answer its start message in ${KERNEL_WORKER_START_MS / 1000} s`)), KERNEL_WORKER_START_MS);
     worker.onmessage = (e) => {
-      const m = e.data as { ready?: boolean; error?: string };
-      if (m.ready) resolve();
-      else reject(new Error(`${script}: ${String(m.error)}`));
+      const m = e.data as { ready?: boolean; locked?: boolean; error?: string };
+      if (m.ready) {
+        if (lock && m.locked) {
+          const watch: KernelWorkerWatch = { watch: { lock, mailbox, worker: { memory: start.memory, ctrl: start.ctrl, left: start.left, thread: start.thread }, script: workerUrl.href } };
+          watchdog(workerUrl).postMessage(watch);
+        }
+        resolve();
+      } else reject(new Error(`${script}: ${String(m.error)}`));
     };
     worker.onerror = (e) => {
       e.preventDefault?.();
@@ -146,7 +190,7 @@ export function spawnKernelWorker(start: WorkerStart): KernelThread {
     // its answer could not be read here: it never arrives
     worker.onmessageerror = () => reject(new Error(`${script}: its answer to the start message could not be read (messageerror)`));
   }).finally(() => clearTimeout(startTimer));
-  const init: KernelWorkerInit = { start, mailbox };
+  const init: KernelWorkerInit = { start, mailbox, lock };
   worker.postMessage(init);
   return {
     started,

@@ -10,17 +10,11 @@
  * then marks the worker stopped in shared memory (markStopped), which the pool's waits read.
  */
 import { Worker, parentPort, workerData, type MessagePort } from "node:worker_threads";
-import { LEFT_STOPPED, LEFT_STRIDE, markStopped, STOP } from "./control.js";
+import { endTold, markStopped } from "./control.js";
 import type { SupervisorInit, SupervisorRequest, WorkerInit } from "./protocol.js";
 
 const { kernelWorkerSource } = workerData as SupervisorInit;
 const children = new Map<number, Worker>();
-
-/** whether the end of the worker was expected or already told: the pool stopped its workers (STOP), or the worker marked itself stopped with why */
-function endTold(init: WorkerInit): boolean {
-  const control = new Int32Array(init.memory.buffer, init.ctrl, STOP + 1);
-  return Atomics.load(control, STOP) !== 0 || Atomics.load(new Int32Array(init.left), init.thread * LEFT_STRIDE + LEFT_STOPPED) !== 0;
-}
 
 function spawn(id: number, init: WorkerInit, reports: MessagePort): void {
   let error: string | undefined;
