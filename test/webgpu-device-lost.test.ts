@@ -2,10 +2,11 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { loadModel, type Model } from "../src/index.js";
-import { probeWebGPU } from "../src/kernels/webgpu/index.js";
 import { startServer } from "../src/server/index.js";
 import { post, until } from "./helpers/serve.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { skipWithoutWebGPUAdapter } from "./helpers/webgpu-adapter.js";
+import { pagesOver, skipWithoutChromium, startBuildServer } from "./helpers/chromium.js";
 
 // A GPU device lost under a loaded model (a driver reset, the GPU process gone; here
 // device.destroy() from outside, which loses the device as the WebGPU spec says, with reason
@@ -14,14 +15,7 @@ import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 // and no message), and tsllm serve's /health answers 500 with it.
 // Without an adapter (no GPU, no software Vulkan: docs/webgpu.md) every test here is skipped.
 
-let noAdapter: string | false = false;
-try {
-  await probeWebGPU();
-} catch (e) {
-  const message = (e as Error).message;
-  if (!message.includes("no WebGPU adapter found")) throw e;
-  noAdapter = `no WebGPU adapter: ${message}`;
-}
+const noAdapter = await skipWithoutWebGPUAdapter();
 
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";
@@ -97,5 +91,68 @@ test("serve on a model whose GPU device is lost: /health answers 500 with why (2
   } finally {
     await server.close(1000);
     model.dispose();
+  }
+});
+
+// The same in chromium (--enable-unsafe-webgpu: a SwiftShader adapter), through TsllmWorker and the
+// build's engine worker: /lost/engine-worker.js is that worker with the device it requests kept,
+// which it destroys once the page says so on the BroadcastChannel "tsllm test".
+const LOSES_DEVICE: Record<string, string> = {
+  "/lost/engine-worker.js": "import '/lost/arm.js'; import '/tsllm/engine-worker.js';",
+  "/lost/arm.js": [
+    "const request = GPUAdapter.prototype.requestDevice; let device;",
+    "GPUAdapter.prototype.requestDevice = async function (...args) { device = await request.apply(this, args); return device; };",
+    "new BroadcastChannel('tsllm test').onmessage = () => device.destroy();",
+  ].join("\n"),
+};
+
+const skipChromium = skipWithoutChromium() || skipWithoutShared(MODEL) || skipWithoutShared(EXPECTED);
+const rig = pagesOver(skipChromium, () => startBuildServer({ scripts: LOSES_DEVICE, models: { "stories260K.gguf": readFileSync(sharedFile(MODEL)!) } }), ["--enable-unsafe-webgpu"]);
+
+test("chromium: a GPU device lost mid-generation in the engine worker: the generation and the next one reject with the one line, and a load again gives llama.cpp's greedy tokens", { skip: skipChromium, timeout: 300_000 }, async (t) => {
+  const page = await rig.browser.newPage();
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(e.message));
+  try {
+    await page.goto(`${rig.base}/`);
+    // each call settled, or "still pending" 60 s on: a hang fails the test instead of holding it
+    // (a string: tsx's compile of a function would name helpers the page lacks)
+    const settled = (await page.evaluate(`(async () => {
+      const { TsllmWorker } = await import("/tsllm/tsllm.js");
+      const settle = (p) => Promise.race([
+        p.then((v) => "resolved: " + JSON.stringify(v), (e) => "rejected: " + e.message),
+        new Promise((r) => setTimeout(() => r("still pending"), 60000)),
+      ]);
+      const prompt = ${JSON.stringify(PROMPT)}, n = 4;
+      const options = { cache: false, backend: "webgpu", assetsUrl: "/tsllm/" };
+      const tokens = (r) => r.completionTokens;
+      const w = new TsllmWorker("/lost/engine-worker.js");
+      try {
+        const loaded = await settle(w.load("/models/stories260K.gguf", options));
+        if (!loaded.startsWith("resolved")) return { loaded };
+        const before = await settle(w.generate(prompt, { maxTokens: n, temperature: 0 }).then(tokens));
+        let generation;
+        // lost once the generation's first token arrived, its passes still to come
+        await new Promise((first) => { generation = w.generate(prompt, { maxTokens: 2000, ignoreEos: true, temperature: 0, onStep: first }); });
+        new BroadcastChannel("tsllm test").postMessage("destroy the device");
+        const lost = await settle(generation);
+        const later = await settle(w.generate(prompt, { maxTokens: n, temperature: 0 }));
+        const again = await settle(w.load("/models/stories260K.gguf", options).then(() => w.generate(prompt, { maxTokens: n, temperature: 0 })).then(tokens));
+        return { loaded, before, lost, later, again };
+      } finally {
+        w.terminate();
+      }
+    })()`)) as Record<string, string>;
+    if (/no WebGPU adapter found/.test(String(settled.loaded))) return t.skip(`chromium offers no WebGPU adapter here: ${settled.loaded}`);
+    // (four tokens: SwiftShader is slow)
+    const expected = `resolved: ${JSON.stringify(golden().slice(0, 4))}`;
+    assert.equal(settled.before, expected, "before the device is lost");
+    // Dawn in chromium words the reason's message itself: the line is the backend's around it
+    assert.match(String(settled.lost), /^rejected: webgpu backend: the GPU device was lost \(reason: destroyed; [^)]*\): load the model again$/);
+    assert.equal(settled.later, settled.lost, "the next call");
+    assert.equal(settled.again, expected, "a load again");
+    assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
   }
 });

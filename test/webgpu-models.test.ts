@@ -16,20 +16,14 @@ import { GGMLType, typeName } from "../src/tensor/dtypes.js";
 import { ensureRandomModel, tinyGpt2, tinyLlama, tinyQwen3 } from "../src/testing/index.js";
 import { device, hostArray } from "./helpers/host-array.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
+import { skipWithoutWebGPUAdapter } from "./helpers/webgpu-adapter.js";
 
 // Whole models on the WebGPU backend, through the same model code and engine as the CPU
 // backends: llama.cpp's golden stories260K tokens, random models' logits against the reference
 // backend for every weight type the backend multiplies, batched and concurrent requests.
 // Without an adapter (no GPU, no software Vulkan) every test here is skipped.
 
-let noAdapter: string | false = false;
-try {
-  (await createWebGPUBackend()).dispose();
-} catch (e) {
-  const message = (e as Error).message;
-  if (!message.includes("no WebGPU adapter found")) throw e;
-  noAdapter = `no WebGPU adapter: ${message}`;
-}
+const noAdapter = await skipWithoutWebGPUAdapter();
 
 const MODEL = "models/stories260K.gguf";
 const EXPECTED = "models/stories260K.expected.json";

@@ -58,6 +58,14 @@ function tiledTypes(types: readonly string[] = DEFAULT_TILED_MATMUL_TYPES): Read
  * batch 9.6 ms a step, 64 6.6 ms, 32 6.8 ms, 16 6.9 ms (each submit costs the host too).
  */
 const MAX_BATCH = 64;
+/**
+ * How long a map's AbortError waits for the device's lost promise, in milliseconds. Chromium
+ * rejects a map pending on a device being lost at once ("Buffer was unmapped before mapping was
+ * resolved"), and settles the lost promise only after a round trip to its GPU process; the
+ * backend never unmaps a buffer being mapped itself, so the loss is all but certain, and its news
+ * is waited for (a bound, not a timing: an AbortError with no loss behind it says so after it).
+ */
+const LOST_NEWS_MS = 5_000;
 /** staging buffers kept for later reads (a pass reads one array; a few reads may overlap) */
 const STAGING_KEPT = 4;
 /** cached bind groups at most (all are dropped when full; a model's steady state needs a few hundred) */
@@ -380,7 +388,13 @@ class WebGPUBackend implements WebGPUBackendInfo {
   }
 
   /** a device call's rejection: the device's loss where that is the cause, else the call's own error named (as it was after dispose()) */
-  private lostOr(op: string, e: unknown): unknown {
+  private async lostOr(op: string, e: unknown): Promise<unknown> {
+    if (!this.disposed && this.lostFailure === undefined && e instanceof Error && e.name === "AbortError") {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      // the constructor's handler of the lost promise runs before this wait's end: lostFailure is set then
+      await Promise.race([this.device.lost, new Promise((resolve) => (timer = setTimeout(resolve, LOST_NEWS_MS)))]);
+      clearTimeout(timer);
+    }
     if (this.disposed) return e;
     if (this.lostFailure !== undefined) return new Error(this.lostFailure);
     const what = e instanceof Error ? [e.name, e.message].filter((part) => part !== "").join(": ") : String(e);
@@ -593,7 +607,7 @@ class WebGPUBackend implements WebGPUBackendInfo {
   private async checkErrors(op: string): Promise<void> {
     const pending = this.errors;
     this.errors = [];
-    const messages = (await Promise.all(pending).catch((e: unknown) => { throw this.lostOr(op, e); })).filter((m): m is string => m !== null);
+    const messages = (await Promise.all(pending).catch(async (e: unknown) => { throw await this.lostOr(op, e); })).filter((m): m is string => m !== null);
     if (messages.length > 0) throw new Error(`webgpu backend: ${op}: the GPU reported ${messages.length} error(s): ${messages[0]!.split("\n")[0]}`);
   }
 
@@ -801,8 +815,8 @@ class WebGPUBackend implements WebGPUBackendInfo {
     this.releaseHostWeights();
     let reusable = false;
     try {
-      // a device lost meanwhile fails the map with a bare AbortError (Dawn: no message): the loss is the error
-      await staging.mapAsync(MapMode.READ, 0, g.length * 4).catch((e: unknown) => { throw this.lostOr("read", e); });
+      // a device lost meanwhile fails the map with an AbortError (Dawn's bare, chromium's before it tells of the loss): the loss is the error
+      await staging.mapAsync(MapMode.READ, 0, g.length * 4).catch(async (e: unknown) => { throw await this.lostOr("read", e); });
       const result = new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
       staging.unmap();
       reusable = true;
