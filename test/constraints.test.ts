@@ -1385,7 +1385,7 @@ test("allOf beyond objects and enums: two lists of alternatives (each pair writt
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
 });
 
-test("not of an object's required / properties (the objects that fail it: a required name absent, or a property present with a value its schema refuses), also in parts of allOf; multipleOfs of fractions whose least common multiple is an integer a validator's division tells apart (0.5 and 3: 3; 1.5 of an integer: 3); exactly as ajv validates every object of up to three keys and every integer enumerated; random walks all validate (all were refused)", () => {
+test("not of an object's required / properties (the objects that fail it: a required name absent, or a property present with a value its schema refuses), also in parts of allOf (parts of only nots no longer read as objects); multipleOfs of fractions whose least common multiple is an integer a validator's division tells apart (0.5 and 3: 3; 1.5 of an integer: 3); exactly as ajv validates every object of up to three keys and every integer enumerated; random walks all validate (all were refused)", () => {
   // every object of keys a, b, x in that order (the grammar's: properties, the names a not tests, then other keys), and other values
   const values = ["1", '"s"', "null"];
   const objects = (keys: readonly string[]): string[] => (keys.length === 0 ? [""] : objects(keys.slice(1)).flatMap((rest) => ["", ...values.map((v) => `"${keys[0]}":${v}`)].map((kv) => [kv, rest].filter(Boolean).join(","))));
@@ -1402,6 +1402,9 @@ test("not of an object's required / properties (the objects that fail it: a requ
     { type: "object", minProperties: 2, maxProperties: 2, additionalProperties: false, properties: { a: {}, b: {}, x: {} }, not: { properties: { x: false } } },
     { allOf: [{ type: "object", properties: { a: { type: "integer" }, b: {}, x: {} }, additionalProperties: false }, { not: { required: ["a"] } }, { not: { required: ["b", "x"] } }] },
     { enum: [{ a: 1 }, { b: 1 }, 1, null], not: { required: ["a"] } },
+    // parts of only nots are no object parts (they were merged as objects: every other value was refused)
+    { allOf: [{ not: { const: 1 } }, { not: { type: "null" } }] },
+    { allOf: [{ not: { required: ["a"] } }, { not: { type: "string" } }] },
   ];
   for (const schema of schemas) {
     agreesWithAjv(schema, texts);

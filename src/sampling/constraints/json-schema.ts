@@ -968,7 +968,9 @@ class Converter {
       if (o["unevaluatedProperties"] !== undefined && (o["unevaluatedProperties"] !== false || !outer[i])) throw new GrammarError(`${wheres[i]}/unevaluatedProperties: only false beside allOf (or anyOf, $ref) is supported, not in one of its parts or as a schema`);
     }
     const objectPart = (o: Record<string, unknown>): boolean => !((o["type"] !== undefined && o["type"] !== "object") || impliedTypes(o).some((t) => t !== "object") || ["enum", "const", "anyOf", "oneOf", "$ref"].some((k) => o[k] !== undefined));
-    if (!parts.every(objectPart)) {
+    // (parts that say nothing of objects, only nots, are no object parts: {not: A} and {not: B}
+    // merged as objects took objects alone, where ajv takes every value that is neither)
+    if (!parts.every(objectPart) || !parts.some((o) => o["type"] === "object" || impliedTypes(o).includes("object"))) {
       // parts of one type whose keywords do not meet (minimum in one, maximum in another): one schema
       const merged: Record<string, unknown> = {};
       // multipleOfs after the first, with where each was written
