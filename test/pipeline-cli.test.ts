@@ -421,6 +421,10 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
       ["--sequence-bias", "35169", `--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "35169"`],
       ["--sequence-bias", "-1=2", `--sequence-bias expects token ids separated by commas (such as 35169,7675), got "-1"`],
       ["--forced-bos-token-id", "-3", "--forced-bos-token-id must be >= 0, got -3"],
+      // ids past gpt2-tiny's 50257 tokens: the flag named, not the library's option (before: "suppressTokens: ...", exit 1)
+      ["--suppress-tokens", "7,50257", "--suppress-tokens: token id 50257 is outside the vocabulary [0, 50257)"],
+      ["--sequence-bias", "7,60000=1", "--sequence-bias: token id 60000 is outside the vocabulary [0, 50257)"],
+      ["--forced-eos-token-id", "50256,50300", "--forced-eos-token-id: token id 50300 is outside the vocabulary [0, 50257)"],
     ] as const) {
       const r = run(flag, bad);
       assert.equal(r.status, 2, r.stderr);

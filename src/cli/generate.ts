@@ -311,6 +311,11 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   }
 }
 
+/** the command line's flag (without its dashes) of a library option: logitBias, logit-bias */
+export function flagOf(option: string): string {
+  return option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
 /**
  * The engine refuses a request at submit with a RequestError naming the library's option
  * (stop, logitBias, numBeams, regex, ...): from the command line that is a bad flag, so a usage
@@ -323,7 +328,7 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
  */
 export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache, promptSource }: StreamRemedies = {}): never {
   if (!(e instanceof RequestError)) throw e;
-  const flagName = e.option === "json" ? "--json-object" : e.option === "prompt" && promptSource !== undefined ? promptSource : `--${e.option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+  const flagName = e.option === "json" ? "--json-object" : e.option === "prompt" && promptSource !== undefined ? promptSource : `--${flagOf(e.option)}`;
   const message = refusalInTerms(e.message.startsWith(`${e.option}: `) ? e.message.slice(e.option.length + 2) : e.message, {
     maxTokens: "--max-tokens",
     // the CLI's pool: what is free less the margin, at least one context. A wide request's pool

@@ -3,7 +3,7 @@ import {
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
-import { seedFrom } from "./generate.js";
+import { asUsageError, flagOf, seedFrom } from "./generate.js";
 import { resolveInterruptibly } from "./interrupt.js";
 import { MODEL_MEANING, backendOption, decimalNumber, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
@@ -133,6 +133,9 @@ export const PIPELINE_ARGS: OptionSpec = {
   "suppress-tokens": { type: "string" }, "begin-suppress-tokens": { type: "string" }, "bad-words-ids": { type: "string", multiple: true }, "sequence-bias": { type: "string", multiple: true },
   "forced-bos-token-id": { type: "string" }, "forced-eos-token-id": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
+
+/** the text-generation flags of token ids, whose library option (its name in camel case) the engine checks against the vocabulary */
+const TOKEN_ID_FLAGS = ["suppress-tokens", "begin-suppress-tokens", "bad-words-ids", "sequence-bias", "forced-bos-token-id", "forced-eos-token-id"] as const;
 
 /** `text` as token ids separated by commas (decimal, >= 0); "" is none where `empty` (a folder's list turned off) */
 function tokenIds(text: string, name: string, empty: boolean): number[] {
@@ -299,6 +302,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
         if (e instanceof OptionError && e.option === "temperature") {
           throw new UsageError(`--temperature must be above 0 when sampling (--do-sample, or the model folder's do_sample), got ${temperature ?? 0}, as transformers refuses it; give --no-do-sample for greedy decoding`);
         }
+        // a token id of a flag's outside the vocabulary (the engine's refusal names the library's option): the flag's usage error
+        if (e instanceof OptionError && (TOKEN_ID_FLAGS as readonly string[]).includes(flagOf(e.option)) && values[flagOf(e.option)] !== undefined) asUsageError(e);
         // an option's refusal is about the option, whichever input it came with
         if (e instanceof Error && !(e instanceof OptionError)) e.message = about(e.message);
         throw e;
