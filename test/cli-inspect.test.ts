@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { after, before, test } from "node:test";
 import { gguf, GGMLQuantizationType } from "@huggingface/gguf";
+import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { splitGGUF, tinyLlama, writeRandomModel, type RandomModelSpec } from "../src/testing/index.js";
 import { writeRandomBertFolder, type RandomBertSpec } from "../src/testing/random-bert.js";
@@ -170,6 +171,26 @@ test("a vocab-only GGUF: the tokenizer, no tensors, no memory figure", { skip },
   const text = await tsllm(["inspect", "--model", VOCAB_ONLY]);
   assert.match(text.stdout, /^architecture: +llama, vocab only, no tensors$/m);
   assert.match(text.stdout, /^memory: +-$/m);
+});
+
+test("a GGUF of llama.cpp's BPE models gemma4 and whitespace: the vocabulary named as the file names it, not as the gpt2 kind tsllm runs it as", async () => {
+  for (const [model, pre] of [["gemma4", "llama3"], ["whitespace", "whitespace"]] as const) {
+    const path = join(dir, `vocab-${model}.gguf`);
+    await writeGGUF(path, {
+      metadata: [["general.architecture", ggufEntry.string("gpt2")], ["tokenizer.ggml.model", ggufEntry.string(model)], ["tokenizer.ggml.pre", ggufEntry.string(pre)],
+        ["tokenizer.ggml.tokens", ggufEntry.strings(["a", "b", "ab", "\u2581"])], ["tokenizer.ggml.merges", ggufEntry.strings(["a b"])]],
+      tensors: [],
+    });
+    const other = await independentGGUF(path);
+    const j = await inspectJson(path);
+    assert.equal(j.vocabulary.type, other.metadata["tokenizer.ggml.model"], model);
+    // (llama.cpp's gemma4 model runs its own pre-tokenizer whatever the file's key says)
+    const runs = model === "gemma4" ? "gemma4" : pre;
+    assert.equal(j.vocabulary.pre, runs, model);
+    const text = await tsllm(["inspect", "--model", path]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, new RegExp(`^vocabulary: +4 tokens, ${model} \\(pre: ${runs}\\), add BOS ${model === "gemma4"}$`, "m"), model);
+  }
 });
 
 test("a Hugging Face decoder folder: safetensors dtypes, head size from config.json, the chat template of tokenizer_config.json", { skip }, async () => {

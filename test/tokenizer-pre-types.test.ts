@@ -6,7 +6,7 @@ import { after, test } from "node:test";
 import { ggufEntry, writeGGUF } from "../src/formats/gguf-writer.js";
 import { loadGGUFTokenizer } from "../src/tokenizer/index.js";
 import { longMatchWindow } from "../src/tokenizer/pre-tokenizers.js";
-import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { disposeSharedLlama, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 
 /*
  * Every `tokenizer.ggml.pre` name llama.cpp maps to a regex list tsllm has (llama-vocab.cpp), judged
@@ -256,5 +256,85 @@ test("gemma4 and granite-embed-multi-311m always add a BOS, as llama.cpp's loade
     } finally {
       await lm.dispose();
     }
+  }
+});
+
+/*
+ * Decode. node-llama-cpp's detokenize is llama_detokenize(remove_special false, unparse_special
+ * = its specialTokens flag): each token's piece (llama.cpp's token_to_piece: U+2581 made a space,
+ * a byte token its byte, a control or unknown token nothing unless unparse_special, a user-defined
+ * one its text), joined, then its clean_spaces pass (" ?" " !" " ." " ," " ' " " 's" " 'm" " 're"
+ * " 've" tidied) where the loader turns it on: gemma4's pre type and the whitespace pre, not
+ * sarvam-moe. tsllm's decode is the pieces joined, as llama-server's text and /detokenize are
+ * (common_token_to_piece, no clean_spaces: docs/hardening.md, "llama.cpp's clean_spaces"), with
+ * skipSpecialTokens as unparse_special false. Its judge: llama.cpp's detokenize of the same ids
+ * under the same tokens written as sarvam-moe (the same token_to_piece over raw UTF-8, no
+ * clean-up); and the file's own detokenize wherever it has nothing to tidy. The whitespace pre
+ * leaves escape_whitespaces off, and llama.cpp then decodes its raw-text tokens through GPT-2's
+ * byte alphabet ("[UNK_BYTE_0x...]" for a space or a Han character, one byte for "é"): there
+ * the judge is the sarvam-moe copy alone, and the file's own detokenize only for printable ASCII.
+ */
+const TIDIED = "Hello , world . I ' m here ? yes ! it 's we 're they 've , don 't";
+test("gemma4, granite-embed-multi-311m, sarvam-moe and whitespace decode and stream as llama.cpp's pieces joined (node-llama-cpp's detokenize, vocab-only GGUF)", async () => {
+  const llama = await sharedLlama();
+  const texts = [...RAW_TEXTS, TIDIED, "Hello,world.I'm(here)?", "\n\n\n\n", ""];
+  const cases: Array<[string, string | undefined, string, Array<[string, ReturnType<typeof ggufEntry.bool>]>]> = [
+    ["gemma4", "gemma4", "gpt2", []], ["granite-embed-multi-311m", "granite-embed-multi-311m", "gpt2", []], ["sarvam-moe", "sarvam-moe", "gpt2", []],
+    ["gemma4-model", undefined, "gemma4", []], ["gemma4-model-llama3", "llama3", "gemma4", []],
+    ["whitespace", "whitespace", "gpt2", []], ["whitespace-model", "whitespace", "whitespace", []],
+    ["whitespace-model-lowercase", "whitespace", "whitespace", [["tokenizer.ggml.normalizer.lowercase", ggufEntry.bool(true)]]],
+    ["whitespace-model-qwen2", "qwen2", "whitespace", []],
+  ];
+  for (const [name, pre, model, extra] of cases) {
+    const escaped = model === "gemma4" || (pre !== undefined && /gemma4|granite|sarvam/.test(pre));
+    const vocabTexts = name.includes("lowercase") ? texts.map((t) => t.toLowerCase()) : texts;
+    const vocab = rawCrossingVocab(vocabTexts, escaped);
+    // a control token and a user-defined one, which the texts do not hold
+    const ctl = vocab.tokens.length, ud = ctl + 1;
+    const tokens = [...vocab.tokens, "<ctl>", "<ud>"], types = [...vocab.types, 3, 4];
+    const path = await vocabGGUF(`decode-${name}.gguf`, pre, tokens, vocab.merges, types, { model, extra });
+    const judgePath = await vocabGGUF(`decode-${name}-judge.gguf`, "sarvam-moe", tokens, vocab.merges, types);
+    const ours = loadGGUFTokenizer(path);
+    const lm = await llama.loadModel({ modelPath: path, vocabOnly: true });
+    const judge = await llama.loadModel({ modelPath: judgePath, vocabOnly: true });
+    let tidied = 0, misread = 0;
+    try {
+      for (const text of texts) {
+        const ids = ours.encode(text, { addSpecialTokens: false });
+        const half = ids.length >> 1;
+        for (const seq of [ids, [ctl, ...ids.slice(0, half), ud, ...ids.slice(half), ctl, ud]]) {
+          for (const skipSpecialTokens of [true, false]) {
+            const what = `${name}: ${JSON.stringify(text.slice(0, 30))} (${seq === ids ? "plain" : "with special tokens"}, skip ${skipSpecialTokens})`;
+            const want = judge.detokenize(seq.map(llamaToken), !skipSpecialTokens);
+            const got = ours.decode(seq, { skipSpecialTokens });
+            assert.equal(got, want, what);
+            // the file's own detokenize, where it has nothing to tidy (and, without escape_whitespaces, where GPT-2's alphabet reads printable ASCII as itself)
+            const own = lm.detokenize(seq.map(llamaToken), !skipSpecialTokens);
+            if (!escaped && !/^[!-~]*$/.test(want)) misread += own === want ? 0 : 1;
+            else if (/ [?!.,']/.test(want)) tidied += own === want ? 0 : 1;
+            else assert.equal(got, own, `${what}: the file's own detokenize`);
+            // a stream, token by token, alone and after a context cut anywhere: decode's text
+            const stream = ours.createStreamDecoder({ skipSpecialTokens });
+            assert.equal(seq.map((id) => stream.push(id)).join("") + stream.flush(), got, `${what}: stream`);
+            for (const cut of [1, half, seq.length - 1]) {
+              if (cut <= 0 || cut >= seq.length) continue;
+              const before = judge.detokenize(seq.slice(0, cut).map(llamaToken), !skipSpecialTokens);
+              if (!want.startsWith(before) || before.endsWith("\ufffd")) continue; // a character cut in two
+              const rest = ours.createStreamDecoder({ skipSpecialTokens, context: seq.slice(0, cut) });
+              assert.equal(seq.slice(cut).map((id) => rest.push(id)).join("") + rest.flush(), want.slice(before.length), `${what}: stream after ${cut}`);
+            }
+          }
+        }
+      }
+    } finally {
+      await lm.dispose();
+      await judge.dispose();
+    }
+    // llama.cpp's clean_spaces is on for gemma4's pre type and the whitespace pre (seen where the text has " ?" and the like); its
+    // byte-alphabet reading of raw text under the whitespace model and pre (seen on non-ASCII)
+    const cleans = /gemma4|granite/.test(name);
+    if (escaped) assert.equal(tidied > 0, cleans, `${name}: llama.cpp's clean_spaces ${cleans ? "seen" : "not expected"}`);
+    // (under qwen2's pre the whitespace model is byte-level BPE, in llama.cpp and tsllm alike: a byte-level reading is right there)
+    else assert.equal(misread > 0, pre === "whitespace", `${name}: llama.cpp's GPT-2-alphabet reading of raw text ${pre === "whitespace" ? "seen" : "not expected"}`);
   }
 });

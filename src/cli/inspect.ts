@@ -275,7 +275,8 @@ function describe(model: string, o: Opened, ctxSize: number | undefined, cacheTy
     headCountKv: s?.headCountKv,
     headDim: s?.headDim,
     feedForwardLength: s?.feedForwardLength,
-    vocabulary: tok ? { type: tok.type, pre: tok.pre, size: tok.vocabSize, addBos: tok.addBos, addEos: tok.addEos } : o.tokenizerError ? { error: o.tokenizerError } : undefined,
+    // a GGUF's own tokenizer.ggml.model: tok.type is the kind tsllm runs it as, "gpt2" for llama.cpp's BPE models "gemma4" and "whitespace" too
+    vocabulary: tok ? { type: o.metadata?.string("tokenizer.ggml.model") ?? tok.type, pre: tok.pre, size: tok.vocabSize, addBos: tok.addBos, addEos: tok.addEos } : o.tokenizerError ? { error: o.tokenizerError } : undefined,
     specialTokens: tok ? { bos: special(tok.bosId), eos: special(tok.eosId), unk: special(tok.unkId), pad: special(tok.padId), endOfGeneration: [...tok.endOfGenerationIds].map(special) } : undefined,
     chatTemplate: template !== undefined,
     ...(template ? { chatTemplateSource: template.where } : {}),

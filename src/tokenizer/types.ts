@@ -85,7 +85,12 @@ export interface FimTokenIds {
 }
 
 export interface Tokenizer extends ChatTemplateReading {
-  /** tokenizer.ggml.model: llama = SentencePiece BPE, gpt2 = BPE with merges (byte-level; over the raw text for GGUF gemma4, sarvam-moe and whitespace), bert = WordPiece */
+  /**
+   * the kind of tokenizer, named as tokenizer.ggml.model names it: llama = SentencePiece BPE, gpt2 =
+   * BPE with merges (byte-level; over the raw text for GGUF gemma4, sarvam-moe and whitespace), bert =
+   * WordPiece. llama.cpp's BPE models "gemma4" and "whitespace" are gpt2 here (`tsllm inspect` prints
+   * the file's own name)
+   */
   readonly type: "llama" | "gpt2" | "bert";
   /** tokenizer.ggml.pre */
   readonly pre?: string;
