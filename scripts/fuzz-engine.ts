@@ -8,7 +8,8 @@
 // regex / choice constraints, beam search and speculative decoding (prompt lookup, the model
 // drafting for itself, or another model of its vocabulary: its own draft pool and cache types; each
 // draft pool planned as serve plans it, so a drafting request may find no room for a round and
-// decode plainly until a later round finds it). Checked per request: every choice's tokens, text,
+// decode plainly until a later round finds it, or in a fifth of the cases unplanned, as a library
+// caller's, its rows then charged to the engine's pool). Checked per request: every choice's tokens, text,
 // finish reason and logprobs equal the solo run's (bit for bit: a row's logits do not depend on
 // the rows beside it); an aborted one's tokens are a prefix of its solo tokens. Checked before
 // every pass: each pool block's reference count is the number of live sequences holding it;
@@ -163,17 +164,24 @@ interface Case {
   jobs: Job[];
   /** the context the batch engine plans the draft models' KV pools for (planDraftCache): serve's, or less so rounds find no room */
   draftContext: number;
+  /** false: the draft pools have no plan (a library caller's draft model): they grow within kvCacheBytes, their rows charged to the engine's pool */
+  draftPlanned: boolean;
 }
 
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
 const int = (rng: Rng, lo: number, hi: number) => lo + Math.floor(rng.uniform() * (hi - lo + 1));
 const chance = (rng: Rng, p: number) => rng.uniform() < p;
 
-/** blocks a request's worst case needs (the scheduler's rule, without cached blocks): to size the pool so every job is admissible */
-function worstBlocks(engine: Engine, p: RequestParams): number {
+/**
+ * blocks a request's worst case needs (the scheduler's rule, without cached blocks): to size the
+ * pool so every job is admissible. `draftPlanned`: its draft model's pool is planned, its rows not
+ * charged to the engine's pool (any plan: only whether there is one counts here)
+ */
+function worstBlocks(engine: Engine, p: RequestParams, draftPlanned: boolean): number {
   // the engine refuses at submit what exceeds the pool; ask it with a pool of `blocks` until it takes the request
   for (let blocks = 1; ; blocks++) {
     const e = new Engine(engine.model, engine.tokenizer, { contextSize: CONTEXT, kvCacheBytes: blocks * 16 * engine.bytesPerToken, maxSequences: 16 });
+    if (draftPlanned && p.decoding.kind === "speculative" && p.decoding.draft) e.planDraftCache(p.decoding.draft, p.decoding.draftTokens ?? 1);
     try {
       const r = e.submit({ ...p, signal: AbortSignal.abort() });
       e.close();
@@ -275,13 +283,11 @@ async function makeCase(rng: Rng): Promise<Case> {
     const abortAt = abort < (burst ? 0.1 : 0.2) ? arrival + int(rng, 0, burst ? 150 : 25) : -1;
     jobs.push({ params, arriveAt: arrival, abortAt, preAborted: abort > 0.98, ...(drafting ? { draft: drafting } : {}) });
   }
-  const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
-  const need = Math.max(...jobs.map((j) => worstBlocks(probe, j.params)));
   // a pool just big enough for the largest request, or a little more: admission waits, cached prefixes are evicted
   // (half the time at most one block spare: cached prefixes are evicted under pressure and recomputed by the next request needing them)
   // under "preempt" 70% of the time exactly that: requests admitted on their prompts outgrow it, and the newest are preempted
   const spare = rng.uniform();
-  const kvBlocks = need + (admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40));
+  const extraBlocks = admission === "preempt" && spare < 0.7 ? 0 : spare < 0.5 ? int(rng, 0, 1) : spare < 0.7 ? int(rng, 2, 3) : int(rng, 4, 40);
   const widest = Math.max(...jobs.map((j) => (j.params.decoding.kind === "sample" ? j.params.decoding.n : j.params.decoding.kind === "beam" ? j.params.decoding.numBeams : 1)));
   const maxSequences = int(rng, admission === "preempt" ? Math.max(widest, 4) : widest, 8);
   // (a burst's budget seldom tiny: decodes take it first, so with 1 or 2 tokens a step the others' prompts wait for them to end)
@@ -289,7 +295,14 @@ async function makeCase(rng: Rng): Promise<Case> {
   // the context the draft pools are planned for: serve's (the whole context) or less, a pool that
   // concurrent drafting requests (or a long one alone) outgrow, so rounds find no room and later find it again
   const draftContext = chance(rng, 0.3) ? CONTEXT : int(rng, 32, CONTEXT / 2);
-  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext };
+  // a fifth of the cases leave the draft pools unplanned, as a library caller's draft model: the
+  // admission then charges their rows to the engine's pool, which a planned pool's are not
+  // (drawn last, so the cases' other draws are what they were before it)
+  const draftPlanned = !chance(rng, 0.2);
+  const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
+  // (the largest worst case counts a draft's rows only where its pool has no plan, as the engine does)
+  const kvBlocks = Math.max(...jobs.map((j) => worstBlocks(probe, j.params, draftPlanned))) + extraBlocks;
+  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -417,7 +430,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
     const d = j.params.decoding;
     if (d.kind === "speculative" && d.draft) rounds.set(d.draft, Math.max(rounds.get(d.draft) ?? 1, d.draftTokens ?? 1));
   }
-  for (const [draft, draftTokens] of rounds) engine.planDraftCache(draft, draftTokens, c.draftContext);
+  if (c.draftPlanned) for (const [draft, draftTokens] of rounds) engine.planDraftCache(draft, draftTokens, c.draftContext);
   submitDue();
   // arrivals past the last pass (nothing left running) come now, one pass's worth at a time
   const deadline = Date.now() + opts.timeoutS * 1000;
@@ -581,7 +594,7 @@ for (let k = first; k <= last; k++) {
     }
   }
   solos.clear();
-  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, draft context ${c.draftContext}, admission ${c.admission}${c.burst ? ", a burst" : ""}; ${preemptions - preemptedBefore} preemptions)`;
+  const head = `seed ${opts.seed} case ${k} (${c.target.name}, ${c.jobs.length} requests, maxSequences ${c.maxSequences}, maxBatchTokens ${c.maxBatchTokens}, kv ${c.kvBlocks} blocks, ${c.draftPlanned ? `draft context ${c.draftContext}` : "draft pools unplanned"}, admission ${c.admission}${c.burst ? ", a burst" : ""}; ${preemptions - preemptedBefore} preemptions)`;
   if (opts.verbose) console.log(`${head}\n${c.jobs.map((j, i) => `  ${i}: ${describe(j)}`).join("\n")}`);
   if (defects.length > 0) {
     defectsTotal += defects.length;
