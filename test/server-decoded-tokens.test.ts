@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { parsePrometheusText, sampleValue } from "../scripts/prometheus-text.js";
 import { disposeSharedLlama, llamaCppRun } from "./helpers/llama-cpp-oracle.js";
 import { post, serveStories, skipStories as skip, STORIES } from "./helpers/serve.js";
 import { sharedFile } from "./helpers/shared.js";
@@ -86,5 +87,16 @@ describe("tokens a reply ended by EOS counts, as llama-server's n_decoded (stori
     const all = events(await res.text());
     assert.equal(all.at(-1)!.usage.completion_tokens, sampled, JSON.stringify(all.at(-1)));
     assert.equal(all.find((e) => e.timings)!.timings.predicted_n, sampled);
+  });
+
+  test("/metrics: llamacpp:tokens_predicted_total counts the EOS too, as llama-server's metrics add each slot's n_gen; tsllm_generation_tokens_total the text's tokens", async () => {
+    const metrics = async () => parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text());
+    const before = await metrics();
+    const r = await post(`${s.url}/v1/completions`, { prompt, max_tokens: 40, temperature: 0, logit_bias: bias });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    const now = await metrics();
+    const grew = (name: string) => (sampleValue(now, name) ?? 0) - (sampleValue(before, name) ?? 0);
+    assert.equal(grew("llamacpp:tokens_predicted_total"), sampled);
+    assert.equal(grew("tsllm_generation_tokens_total"), sampled - 1);
   });
 });

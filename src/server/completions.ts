@@ -7,7 +7,7 @@ import { RequestError } from "../engine/index.js";
 import { GrammarError } from "../sampling/constraints/index.js";
 import { ApiError, fromSubmitError, internal, invalid } from "./errors.js";
 import { nativeFinal, nativePartial, nativeProbability, pickResponseFields, responseFieldsOf } from "./llama-native.js";
-import { finishReasonOf, joinLogprobs, timingsObject, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
+import { decodedTokens, finishReasonOf, joinLogprobs, timingsObject, timingsOf, usageOf, type ChatLogprobEntry, type CompletionLogprobs } from "./openai.js";
 import { describeValue, generationOptionsOf, MAX_TOKENS_PARAMS, maxTokensParam, optBoolean, optNumber, optString, responseFormatParam, streamOf, type Body } from "./params.js";
 import { messagesOf, promptEndOf, promptsOf, promptTokens, templateKwargsOf } from "./requests.js";
 import { messagesForTemplate, readReply, reasoningFormatOf, replyGrammar, replySyntaxOf, ReplyStream, templateVariablesOf, thinkingOf, toolCallsOf, toolsOf, withTemplateParallel, type ReplyDelta, type ReplySyntax } from "./tools.js";
@@ -388,7 +388,7 @@ function submitAll(ctx: ServeContext, job: Job, controller: AbortController): Ge
 async function results(ctx: ServeContext, runs: readonly GenerationRun[]): Promise<GenerationResult[]> {
   const out = await Promise.all(runs.map((r) => r.result()));
   // (after its end a run still queued never left the queue to run)
-  out.forEach((r, i) => ctx.metrics.observe(r.timings, !runs[i]!.queued()));
+  out.forEach((r, i) => ctx.metrics.observe(r.timings, !runs[i]!.queued(), (r.choices ?? [r]).reduce((n, c) => n + decodedTokens(c), 0)));
   return out;
 }
 

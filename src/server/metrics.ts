@@ -45,6 +45,8 @@ export class Metrics {
   private readonly requests = new Map<string, number>();
   private readonly streamErrors = new Map<string, number>();
   private generationTokens = 0;
+  /** llama-server's tokens_predicted_total: its slots' n_gen, the end-of-generation tokens sampled counted too */
+  private predictedTokens = 0;
   /** llama-server's seconds counters, over ended generations: from a request's start in the engine to its first token, and from the first token to the last */
   private promptSeconds = 0;
   private decodeSeconds = 0;
@@ -69,10 +71,12 @@ export class Metrics {
   /**
    * one ended generation (finished or cancelled: what it did before it was); `scheduled`: whether
    * the engine ever took it from the queue (one cancelled while queued, its client gone or refused
-   * at shutdown, never was)
+   * at shutdown, never was); `decoded`: its tokens as llama-server counts them (openai.ts'
+   * decodedTokens, the end tokens sampled too)
    */
-  observe(m: RequestMetrics, scheduled: boolean): void {
+  observe(m: RequestMetrics, scheduled: boolean, decoded = m.completionTokens): void {
     this.generationTokens += m.completionTokens;
+    this.predictedTokens += decoded;
     // (the time to the first token less the wait for room: llama-server's t_prompt_processing starts when a slot takes the prompt)
     this.promptSeconds += Math.max(0, m.ttftMs - m.queueMs) / 1000;
     this.decodeSeconds += m.decodeMs / 1000;
@@ -129,7 +133,7 @@ export class Metrics {
     const computedPromptTokens = engine.prefilledPromptTokens - engine.cachedPromptTokens;
     metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed (prefix-cache hits not counted).", [["", computedPromptTokens]]);
     metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time (ended requests: from the engine taking the request to its first token).", [["", this.promptSeconds]]);
-    metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.generationTokens]]);
+    metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.predictedTokens]]);
     metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time (ended requests: from the first token to the last).", [["", this.decodeSeconds]]);
     metric("llamacpp:n_decode_total", "counter", "Total number of engine steps (llama_decode() calls).", [["", engine.steps]]);
     metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (as tsllm_draft_tokens_total).", [["", engine.draftTokensProposed]]);
