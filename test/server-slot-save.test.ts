@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadModel } from "../src/index.js";
+import { DEFAULT_BLOCK_SIZE, kvBytesPerToken } from "../src/cache/index.js";
 import { exclusive } from "../src/engine/index.js";
 import { startServer } from "../src/server/index.js";
 import { ensureRandomModel, tinyLlama } from "../src/testing/index.js";
@@ -280,4 +281,36 @@ test("tsllm serve --slot-save-path DIR: save and restore over HTTP; without it t
   const bad = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "serve", "--model", sharedFile("models/stories260K.gguf")!, "--slot-save-path", join(dir, "nowhere")], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.equal(bad.status, 2, bad.stderr);
   assert.match(bad.stderr, /--slot-save-path: not a directory: ".*nowhere"/);
+});
+
+test("a restore into a full pool keeps its tokens' blocks cached already: the chain of keys is whole, and a request reuses every restored row", async () => {
+  // A pool of exactly 6 blocks. The saved prompt's first 2 blocks are still cached, idle and the
+  // oldest there, its last 2 evicted; restoring the 4 takes a free block, then must evict an idle
+  // one. Unheld, that was the chain's second block: the restore said 64 tokens, but the restored
+  // blocks after it were keyed on a block gone, and the prompt found 16 cached instead of 48.
+  const path = await ensureRandomModel(tinyLlama);
+  const probe = await loadModel(path, { threads: 1 });
+  const perToken = kvBytesPerToken(probe.languageModel.info, probe.languageModel.kvCacheTypes);
+  probe.dispose();
+  const m = await loadModel(path, { threads: 1, contextSize: 96, maxSequences: 1, kvCacheBytes: 6 * DEFAULT_BLOCK_SIZE * perToken });
+  try {
+    const ids = (n: number, first: number) => Array.from({ length: n }, (_, i) => first + i);
+    // (2 new tokens: a prompt's blocks are cached once a step after its own computed them)
+    const cached = async (prompt: number[]) => (await m.generate(prompt, { maxTokens: 2, temperature: 0 })).timings.cachedPromptTokens;
+    const prompt = ids(65, 300);
+    assert.equal(await cached(prompt), 0);
+    const warm = await cached(prompt);
+    assert.equal(warm, 48, "the prompt's 4 blocks, less the last 2 tokens computed");
+    const saved = await m.engine.saveSlot(0);
+    assert.equal(saved.tokens.length, 64);
+    // the first 2 blocks revived (then the newest idle), the last 2 evicted; then another prompt's
+    // 4 blocks evict the first request's others, leaving the 2 the oldest idle and 1 block free
+    assert.equal(await cached([...prompt.slice(0, 32), ...ids(49, 100)]), 32);
+    assert.equal(await cached(ids(49, 200)), 0);
+    assert.equal(m.engine.stats.kv!.blocksInUse, 0);
+    assert.equal(await m.engine.restoreSlot(0, saved), 64);
+    assert.equal(await cached(prompt), warm, "every restored block is found, as the warm run's were");
+  } finally {
+    m.dispose();
+  }
 });

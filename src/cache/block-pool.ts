@@ -330,12 +330,17 @@ export class KVBlockPool {
   /** one more reference to a registered block, taking it out of the idle list when nobody held it */
   revive(block: number): void {
     if (!this.registrations.has(block)) throw new Error(`KV block ${block} holds no cached prefix`);
+    this.reference(block);
+    this.hits++;
+  }
+
+  /** one more reference to a registered block (idle or in use) */
+  private reference(block: number): void {
     if (this.refs[block] === 0) {
       this.idle.delete(block);
       this.peak = Math.max(this.peak, ++this.inUse);
     }
     this.refs[block]!++;
-    this.hits++;
   }
 
   /** whether a registered block is idle (reviving it uses up one available block) */
@@ -387,14 +392,19 @@ export class KVBlockPool {
 
   /**
    * Puts rows read by readBlock (from a pool of the same layout) into the prefix cache as the
-   * block registered under `key`, idle (evicted first among the idle once older ones are gone),
-   * and returns its registration id; where a block holds that key already, its rows are the same
-   * and stay, and its id is returned. Needs room for a block (roomBlocks).
+   * block registered under `key`, and returns the block and its registration id; where a block
+   * holds that key already, its rows are the same and stay. Either way the block is referenced
+   * once more, for the caller to release once the blocks keyed after it are in: held, it cannot
+   * be the idle block a later take() evicts, which would leave the keys after it naming nothing.
+   * Needs room for a block (roomBlocks).
    */
-  restoreBlock(key: string, rows: Float32Array): number {
+  restoreBlock(key: string, rows: Float32Array): { block: number; id: number } {
     if (rows.length !== this.blockFloats) throw new RangeError(`KV block pool: a block's rows are ${this.blockFloats} floats, got ${rows.length}`);
     const held = this.byKey.get(key);
-    if (held !== undefined) return this.registrations.get(held)!.id;
+    if (held !== undefined) {
+      this.reference(held);
+      return { block: held, id: this.registrations.get(held)!.id };
+    }
     const b = this.take();
     let at = 0;
     for (const [a, offset, n] of this.blockParts(b)) {
@@ -403,9 +413,7 @@ export class KVBlockPool {
     }
     this.filled[b] = this.blockSize;
     this.rowsWritten += this.blockSize;
-    const id = this.register(b, key);
-    this.release(b);
-    return id;
+    return { block: b, id: this.register(b, key) };
   }
 
   /** where a block's rows are: [array, first float, floats] per layer's K and V (per KV head's plane where planar) */

@@ -389,12 +389,25 @@ export class Engine {
     await this.idleSlot(id);
     return this.betweenSteps(() => {
       const pool = this.pool!, bs = pool.blockSize;
-      // (checked first, so a refusal changes nothing: restored blocks go idle as they are made, and
-      // take() evicts the oldest idle first, so only room beyond them is counted)
-      const needed = blocks.length - cachedPrefixBlocks(pool, tokens).length;
-      if (needed > pool.roomBlocks) throw new RangeError(`no room in the KV cache: the slot's ${blocks.length} blocks need ${needed} more, ${pool.roomBlocks} are free or evictable`);
-      let previous = 0;
-      blocks.forEach((rows, b) => (previous = pool.restoreBlock(KVBlockPool.prefixKey(previous, tokens.slice(b * bs, (b + 1) * bs)), rows)));
+      // (checked first, so a refusal changes nothing: each block is held until the last is in, so
+      // the room is what is free or evictable less the idle blocks of its tokens cached already;
+      // unheld, take() evicted the oldest idle, which could be one of those, and the chain of keys
+      // broke there: the restored rows after it were never found again)
+      const cached = cachedPrefixBlocks(pool, tokens);
+      const needed = blocks.length - cached.length, room = pool.roomBlocks - cached.filter((b) => pool.isIdle(b)).length;
+      if (needed > room) throw new RangeError(`no room in the KV cache: the slot's ${blocks.length} blocks need ${needed} more, ${room} are free or evictable`);
+      const held: number[] = [];
+      try {
+        let previous = 0;
+        blocks.forEach((rows, b) => {
+          const restored = pool.restoreBlock(KVBlockPool.prefixKey(previous, tokens.slice(b * bs, (b + 1) * bs)), rows);
+          held.push(restored.block);
+          previous = restored.id;
+        });
+      } finally {
+        // (the last first, as a sequence's blocks go: the chain's head is evicted last)
+        for (const b of held.reverse()) pool.release(b);
+      }
       this.slotTable.restored(id, tokens);
       return tokens.length;
     });
