@@ -360,6 +360,23 @@ test("tsllm pipeline text-generation --repetition-penalty (transformers' repetit
   }
 });
 
+/** a run of `tsllm pipeline text-generation` on gpt2-tiny's `input` (greedy, --json) with more flags */
+function gpt2TinyText(input: string, maxNewTokens: number) {
+  return (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", String(maxNewTokens), ...args);
+}
+
+/** a run refused as a usage error: exit 2, one line `message` */
+function assertUsageError(r: ReturnType<typeof tsllm>, message: string): void {
+  assert.equal(r.status, 2, r.stderr);
+  assert.equal(r.stderr, `tsllm: error: ${message}\n`);
+}
+
+/** the results of a run that succeeded */
+function textResults(r: ReturnType<typeof tsllm>): Json[][] {
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout) as Json[][];
+}
+
 /*
  * `tsllm pipeline text-generation` had no flag for transformers' no_repeat_ngram_size, min_new_tokens
  * and min_length (the library refused them in a folder). The flags give what the library's options
@@ -369,25 +386,17 @@ test("tsllm pipeline text-generation --no-repeat-ngram-size, --min-new-tokens, -
   const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
   try {
     const input = "In the beginning";
-    const run = (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", "30", ...args);
-    const out = (r: ReturnType<typeof tsllm>) => {
-      assert.equal(r.status, 0, r.stderr);
-      return JSON.parse(r.stdout) as Json[][];
-    };
-    const plain = out(run());
-    const banned = out(run("--no-repeat-ngram-size", "2"));
+    const run = gpt2TinyText(input, 30);
+    const plain = textResults(run());
+    const banned = textResults(run("--no-repeat-ngram-size", "2"));
     assert.deepEqual(banned, [await gen(input, { maxNewTokens: 30, noRepeatNgramSize: 2 })]);
     assert.notDeepEqual(banned, plain, "greedy repeats a 2-gram here");
-    assert.deepEqual(out(run("--min-new-tokens", "3", "--min-length", "9", "--no-repeat-ngram-size", "3")), [await gen(input, { maxNewTokens: 30, minNewTokens: 3, minLength: 9, noRepeatNgramSize: 3 })]);
+    assert.deepEqual(textResults(run("--min-new-tokens", "3", "--min-length", "9", "--no-repeat-ngram-size", "3")), [await gen(input, { maxNewTokens: 30, minNewTokens: 3, minLength: 9, noRepeatNgramSize: 3 })]);
     for (const [flag, bad, message] of [
       ["--no-repeat-ngram-size", "-1", "--no-repeat-ngram-size must be >= 0, got -1"],
       ["--min-new-tokens", "1.5", `--min-new-tokens expects an integer (decimal digits, optionally signed), got "1.5"`],
       ["--min-length", "x", `--min-length expects an integer (decimal digits, optionally signed), got "x"`],
-    ] as const) {
-      const r = run(flag, bad);
-      assert.equal(r.status, 2, r.stderr);
-      assert.equal(r.stderr, `tsllm: error: ${message}\n`);
-    }
+    ] as const) assertUsageError(run(flag, bad), message);
   } finally {
     gen.dispose();
   }
@@ -403,18 +412,14 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
   const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
   try {
     const input = "In the beginning";
-    const run = (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", "12", ...args);
-    const out = (r: ReturnType<typeof tsllm>) => {
-      assert.equal(r.status, 0, r.stderr);
-      return JSON.parse(r.stdout) as Json[][];
-    };
-    const plain = out(run());
-    const suppressed = out(run("--suppress-tokens", "35169, 7675", "--begin-suppress-tokens", "11119"));
+    const run = gpt2TinyText(input, 12);
+    const plain = textResults(run());
+    const suppressed = textResults(run("--suppress-tokens", "35169, 7675", "--begin-suppress-tokens", "11119"));
     assert.deepEqual(suppressed, [await gen(input, { maxNewTokens: 12, suppressTokens: [35169, 7675], beginSuppressTokens: [11119] })]);
     assert.notDeepEqual(suppressed, plain, "greedy takes those tokens here");
     const options = { maxNewTokens: 12, badWordsIds: [[35169, 35169], [26309]], sequenceBias: [[[11119, 7675], 4], [[35169], -3.5]] as [number[], number][], forcedEosTokenId: 11119 };
-    assert.deepEqual(out(run("--bad-words-ids", "35169,35169", "--bad-words-ids", "26309", "--sequence-bias", "11119,7675=4", "--sequence-bias", "35169=-3.5", "--forced-eos-token-id", "11119")), [await gen(input, options)]);
-    assert.deepEqual(out(run("--forced-eos-token-id", "50256,11119", "--forced-bos-token-id", "0")), [await gen(input, { maxNewTokens: 12, forcedEosTokenId: [50256, 11119], forcedBosTokenId: 0 })]);
+    assert.deepEqual(textResults(run("--bad-words-ids", "35169,35169", "--bad-words-ids", "26309", "--sequence-bias", "11119,7675=4", "--sequence-bias", "35169=-3.5", "--forced-eos-token-id", "11119")), [await gen(input, options)]);
+    assert.deepEqual(textResults(run("--forced-eos-token-id", "50256,11119", "--forced-bos-token-id", "0")), [await gen(input, { maxNewTokens: 12, forcedEosTokenId: [50256, 11119], forcedBosTokenId: 0 })]);
     for (const [flag, bad, message] of [
       ["--suppress-tokens", "1,x", `--suppress-tokens expects token ids separated by commas (such as 35169,7675; "" for none), got "1,x"`],
       ["--forced-eos-token-id", "", `--forced-eos-token-id expects token ids separated by commas (such as 35169,7675), got ""`],
@@ -425,11 +430,7 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
       ["--suppress-tokens", "7,50257", "--suppress-tokens: token id 50257 is outside the vocabulary [0, 50257)"],
       ["--sequence-bias", "7,60000=1", "--sequence-bias: token id 60000 is outside the vocabulary [0, 50257)"],
       ["--forced-eos-token-id", "50256,50300", "--forced-eos-token-id: token id 50300 is outside the vocabulary [0, 50257)"],
-    ] as const) {
-      const r = run(flag, bad);
-      assert.equal(r.status, 2, r.stderr);
-      assert.equal(r.stderr, `tsllm: error: ${message}\n`);
-    }
+    ] as const) assertUsageError(run(flag, bad), message);
   } finally {
     gen.dispose();
   }

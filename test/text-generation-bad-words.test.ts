@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { gpt2TinyCopy, gpt2TinyGeneration } from "./helpers/gpt2-tiny-generation.js";
+import { GPT2_EOS as EOS, gpt2TinyCopy, gpt2TinyGeneration, greedyFromLogits } from "./helpers/gpt2-tiny-generation.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -15,7 +15,6 @@ import { skipWithoutShared } from "./helpers/shared.js";
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
 const PROMPT = "In the beginning"; // greedy: 35577 11119 35169 7675 16492 26309 35169 35169 ...
-const EOS = 50256;
 
 /** whether `seq` ends with `prefix` (written here from SequenceBiasLogitsProcessor's matching_rows) */
 const endsWith = (seq: readonly number[], prefix: readonly number[]) => prefix.length <= seq.length && prefix.every((t, i) => seq[seq.length - prefix.length + i] === t);
@@ -43,15 +42,8 @@ describe("text-generation bans and biases token sequences as transformers' logit
   const reply = (g: TextGenerationPipeline, o: object) => fixture.reply(g, PROMPT, o);
 
   /** greedy decoding from the model's raw logits, processed at each step as transformers' processors would; stops at EOS (not kept) or after `max` tokens */
-  const reference = (max: number, p: Processors): number[] => {
-    const prompt = gen.model.tokenizer.encode(PROMPT);
-    const lm = gen.model.languageModel;
-    const cache = lm.createCache(prompt.length + max + 1);
-    let logits = lm.forward(prompt, cache);
-    const seq = [...prompt];
-    const out: number[] = [];
-    while (out.length < max) {
-      const scores = Array.from(logits);
+  const reference = (max: number, p: Processors): number[] =>
+    greedyFromLogits(gen, gen.model.tokenizer.encode(PROMPT), max, (scores, seq, generated) => {
       // SequenceBiasLogitsProcessor first: one-token sequences always, longer ones where their prefix ends the sequence
       const biased = () => { for (const [s, b] of p.bias ?? []) if (endsWith(seq, s.slice(0, -1))) scores[s[s.length - 1]!]! += b; };
       // RepetitionPenaltyLogitsProcessor over the prompt and the reply
@@ -59,16 +51,9 @@ describe("text-generation bans and biases token sequences as transformers' logit
       if (p.biasAfterPenalty) { penalized(); biased(); } else { biased(); penalized(); }
       for (const s of p.badWords ?? []) if (endsWith(seq, s.slice(0, -1))) scores[s[s.length - 1]!] = -Infinity;
       for (const t of p.suppress ?? []) scores[t] = -Infinity;
-      if (out.length === 0) for (const t of p.beginSuppress ?? []) scores[t] = -Infinity;
-      let best = 0;
-      for (let id = 1; id < scores.length; id++) if (scores[id]! > scores[best]!) best = id;
-      if (best === EOS) break;
-      out.push(best);
-      seq.push(best);
-      logits = lm.forward([best], cache);
-    }
-    return out;
-  };
+      if (generated === 0) for (const t of p.beginSuppress ?? []) scores[t] = -Infinity;
+      return scores;
+    });
   const text = (ids: number[]) => gen.model.tokenizer.decode(ids, { skipSpecialTokens: true });
   const plain = () => reference(30, {});
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { GPT2_TINY, gpt2TinyCopy, gpt2TinyGeneration } from "./helpers/gpt2-tiny-generation.js";
+import { GPT2_EOS as EOS, GPT2_TINY, gpt2TinyCopy, gpt2TinyGeneration, greedyFromLogits } from "./helpers/gpt2-tiny-generation.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -14,7 +14,6 @@ import { skipWithoutShared } from "./helpers/shared.js";
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
 const PROMPT = "In the beginning"; // greedy repeats itself here (35169 35169 35169 ...)
-const EOS = 50256;
 
 /** the tokens that would complete an n-gram already in `seq` (written here from transformers' _get_ngrams / _get_generated_ngrams) */
 function ngramBans(seq: readonly number[], n: number): Set<number> {
@@ -49,24 +48,13 @@ describe("text-generation bans tokens as transformers' logits processors (gpt2-t
    * greedy decoding from the model's raw logits: `ngram` bans, and `ends` banned while fewer than
    * `minNew` tokens are generated; stops at one of `ends` (not kept) or after `max` tokens
    */
-  const reference = (prompt: number[], max: number, { ngram = 0, minNew = 0, ends = [EOS] }: { ngram?: number; minNew?: number; ends?: number[] }): number[] => {
-    const lm = gen.model.languageModel;
-    const cache = lm.createCache(prompt.length + max + 1);
-    let logits = lm.forward(prompt, cache);
-    const seq = [...prompt];
-    const out: number[] = [];
-    while (out.length < max) {
+  const reference = (prompt: number[], max: number, { ngram = 0, minNew = 0, ends = [EOS] }: { ngram?: number; minNew?: number; ends?: number[] }): number[] =>
+    greedyFromLogits(gen, prompt, max, (scores, seq, generated) => {
       const banned = ngram > 0 ? ngramBans(seq, ngram) : new Set<number>();
-      if (out.length < minNew) for (const e of ends) banned.add(e);
-      let best = -1;
-      for (let id = 0; id < logits.length; id++) if (!banned.has(id) && (best < 0 || logits[id]! > logits[best]!)) best = id;
-      if (ends.includes(best)) break;
-      out.push(best);
-      seq.push(best);
-      logits = lm.forward([best], cache);
-    }
-    return out;
-  };
+      if (generated < minNew) for (const e of ends) banned.add(e);
+      for (const id of banned) scores[id] = -Infinity;
+      return scores;
+    }, ends);
   const text = (ids: number[]) => gen.model.tokenizer.decode(ids, { skipSpecialTokens: true });
 
   test("no_repeat_ngram_size 2, greedy: the argmax over the banned logits at each step, no 2-gram twice; from the options, generation_config.json and task_specific_params", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { gpt2TinyCopy, gpt2TinyGeneration } from "./helpers/gpt2-tiny-generation.js";
+import { GPT2_EOS as EOS, gpt2TinyCopy, gpt2TinyGeneration, greedyFromLogits } from "./helpers/gpt2-tiny-generation.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -17,7 +17,6 @@ import { skipWithoutShared } from "./helpers/shared.js";
 
 const skip = skipWithoutShared("hf-oracle/gpt2-tiny.expected.json");
 const PROMPT = "In the beginning"; // greedy: 35577 11119 35169 7675 16492 26309 35169 35169 ...
-const EOS = 50256;
 
 interface Processors {
   forcedBos?: number;
@@ -35,15 +34,9 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
 
   /** greedy decoding of `prompt` (token ids) from the model's raw logits with the processors; stops at EOS (not kept) or after `max` new tokens */
   const reference = (prompt: number[], max: number, p: Processors): number[] => {
-    const lm = gen.model.languageModel;
-    const cache = lm.createCache(prompt.length + max + 1);
-    let logits = lm.forward(prompt, cache);
-    const seq = [...prompt];
-    const out: number[] = [];
     const maxLength = prompt.length + max;
     const beginIndex = prompt.length > 1 || p.forcedBos === undefined ? prompt.length : prompt.length + 1;
-    while (out.length < max) {
-      let scores = Array.from(logits);
+    return greedyFromLogits(gen, prompt, max, (scores, seq) => {
       if (p.forcedBos !== undefined && seq.length === 1) {
         scores = scores.map(() => -Infinity);
         scores[p.forcedBos] = 0;
@@ -53,14 +46,8 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
         for (const t of p.forcedEos) scores[t] = 0;
       }
       if (seq.length === beginIndex) for (const t of p.beginSuppress ?? []) scores[t] = -Infinity;
-      let best = 0;
-      for (let id = 1; id < scores.length; id++) if (scores[id]! > scores[best]!) best = id;
-      if (best === EOS) break;
-      out.push(best);
-      seq.push(best);
-      logits = lm.forward([best], cache);
-    }
-    return out;
+      return scores;
+    });
   };
   const text = (ids: number[]) => gen.model.tokenizer.decode(ids, { skipSpecialTokens: true });
   const promptIds = () => gen.model.tokenizer.encode(PROMPT);

@@ -59,3 +59,33 @@ export function gpt2TinyGeneration(scratchPrefix: string): Gpt2TinyGeneration {
     },
   };
 }
+
+/** gpt2's end of text */
+export const GPT2_EOS = 50256;
+
+/**
+ * Greedy decoding of `prompt` (token ids) from the model's own logits, each step's scores passed
+ * first through `process` (a test's own transcription of transformers' logits processors, in
+ * their order; `seq`: the prompt and the tokens so far, `generated` of them new): the argmax, the
+ * lowest id among equals as torch's; stops at one of `ends` (not kept) or after `max` new tokens
+ */
+export function greedyFromLogits(
+  gen: TextGenerationPipeline, prompt: readonly number[], max: number,
+  process: (scores: number[], seq: readonly number[], generated: number) => number[], ends: readonly number[] = [GPT2_EOS],
+): number[] {
+  const lm = gen.model.languageModel;
+  const cache = lm.createCache(prompt.length + max + 1);
+  let logits = lm.forward([...prompt], cache);
+  const seq = [...prompt];
+  const out: number[] = [];
+  while (out.length < max) {
+    const scores = process(Array.from(logits), seq, out.length);
+    let best = 0;
+    for (let id = 1; id < scores.length; id++) if (scores[id]! > scores[best]!) best = id;
+    if (ends.includes(best)) break;
+    out.push(best);
+    seq.push(best);
+    logits = lm.forward([best], cache);
+  }
+  return out;
+}
