@@ -192,11 +192,11 @@ describe("tsllm serve answers /health while it detokenizes a million ids", { ski
   after(() => s?.close());
 
   test("POST /detokenize of 1M ids: /health is answered before it, and the text is decode()'s", async () => {
-    // watched, not replaced: the signal comes when the server starts decoding (decode() in one piece, or a stream decoder)
-    const tok = s.model.tokenizer as unknown as Record<"decode" | "createStreamDecoder", (...args: unknown[]) => unknown>;
+    // watched, not replaced: the signal comes when the server starts decoding (decode() in one piece, a stream decoder, or a GGUF vocabulary's pieces)
+    const tok = s.model.tokenizer as unknown as Record<"decode" | "createStreamDecoder" | "tokenBytes", (...args: unknown[]) => unknown>;
     let signal = () => {};
     const decoding = new Promise<void>((resolve) => { signal = resolve; });
-    for (const name of ["decode", "createStreamDecoder"] as const) {
+    for (const name of ["decode", "createStreamDecoder", "tokenBytes"] as const) {
       const real = tok[name].bind(tok);
       tok[name] = (...args: unknown[]) => { signal(); return real(...args); };
     }

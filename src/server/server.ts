@@ -8,6 +8,7 @@ import { defaultDraftTokens, exclusive } from "../engine/index.js";
 import type { Model } from "../llm.js";
 import { yieldToEventLoop } from "../platform/host.js";
 import { printable } from "../units/index.js";
+import { VocabTokenizer } from "../tokenizer/index.js";
 import { llamaCppSamplerNames } from "../sampling/index.js";
 import { embeddingsOf, type DecoderEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
 import { applyTemplate, handleCompletion } from "./completions.js";
@@ -800,8 +801,9 @@ export class OpenAIServer {
   }
 
   /**
-   * llama-server's /detokenize: {tokens} -> {content}. Decoded a slice of ids at a time, the event
-   * loop turning between slices (a million ids took ~0.5-1.5 s in one piece, /health unanswered)
+   * llama-server's /detokenize: {tokens} -> {content}, the tokens' pieces joined. Decoded a slice of
+   * ids at a time, the event loop turning between slices (a million ids took ~0.5-1.5 s in one
+   * piece, /health unanswered)
    */
   private async detokenize(body: Body, res: ServerResponse): Promise<void> {
     const tokenizer = this.embedder?.tokenizer ?? this.ready().model.tokenizer;
@@ -811,6 +813,24 @@ export class OpenAIServer {
       throw invalid("tokens", `'tokens' must be an array of token ids in [0, ${vocabSize})`);
     }
     const ids = tokens as number[];
+    if (tokenizer instanceof VocabTokenizer) {
+      // llama-server answers tokens_to_str: each token's common_token_to_piece joined (a special
+      // token's text included), not llama_detokenize, which drops a SentencePiece text's first
+      // space as decode() does: the id of " Once" alone is " Once", as /tokenize's with_pieces shows it
+      // (llama.cpp's own test strips the answer for it). A GGUF vocabulary's tokenBytes are those
+      // pieces; a tokenizer.json model, which llama-server never loads, keeps decode()'s text.
+      const utf8 = new TextDecoder("utf-8");
+      let content = "";
+      for (let i = 0; i < ids.length; i++) {
+        if (i > 0 && i % DETOKENIZE_SLICE === 0) {
+          await yieldToEventLoop();
+          if (res.destroyed) return;
+        }
+        content += utf8.decode(tokenizer.tokenBytes(ids[i]!), { stream: true });
+      }
+      await this.reply(res, 200, { content: content + utf8.decode() });
+      return;
+    }
     // a slice's worth in one piece (a tokenizer.json's stream decoder is 2-4x slower than its decode)
     if (ids.length <= DETOKENIZE_SLICE) {
       await this.reply(res, 200, { content: tokenizer.decode(ids) });
