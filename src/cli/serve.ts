@@ -43,7 +43,7 @@ Options:
   --max-queue N         requests that may wait for a free sequence (those that fit the free --parallel
                         sequences run at once and never count); more get 429 at once (default 256;
                         0: nothing waits, only what can run now is taken)
-  --api-key KEY         require "Authorization: Bearer KEY" on /v1/* and every POST (also read from TSLLM_API_KEY)
+  --api-key KEY         require "Authorization: Bearer KEY" on /v1/* but /v1/health, and every POST (also read from TSLLM_API_KEY)
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template FILE  Jinja chat template to use instead of the model's own

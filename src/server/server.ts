@@ -163,8 +163,10 @@ function queryOf(req: IncomingMessage): URLSearchParams {
   }
 }
 
+/** the health probe's routes, open without the API key as llama-server's are */
+const HEALTH_PATHS = ["/health", "/v1/health"] as const;
 /** GET routes a request log leaves out: health probes, metric scrapes, model lists, /props and the page are sent over and over (llama-server leaves out /props too) */
-const UNLOGGED: ReadonlySet<string> = new Set(["/health", "/metrics", "/v1/models", "/models", "/props", MODEL_ROUTE, ...PAGE_PATHS]);
+const UNLOGGED: ReadonlySet<string> = new Set([...HEALTH_PATHS, "/metrics", "/v1/models", "/models", "/props", MODEL_ROUTE, ...PAGE_PATHS]);
 /** a client's X-Request-Id that is echoed back (visible ASCII, as OpenAI's and proxies' ids are); any other gets one of the server's */
 const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -283,7 +285,8 @@ export class OpenAIServer {
     for (const path of ["/rerank", "/reranking", "/v1/rerank", "/v1/reranking"]) post(path, () => this.rerank());
     for (const path of ["/v1/models", "/models"]) get(path, (_req, res) => this.listModels(res));
     get(MODEL_ROUTE, (req, res) => this.retrieveModel(req, res));
-    get("/health", (_req, res) => this.health(res));
+    // (llama-server serves /v1/health too: a client whose base URL ends in /v1 probes its own /health)
+    for (const path of HEALTH_PATHS) get(path, (_req, res) => this.health(res));
     get("/props", (_req, res) => this.props(res));
     // llama-server's POST /props changes nothing even where its --props allows it, and without that flag is this 501
     post("/props", () => {
@@ -502,8 +505,8 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
-      // every route under /v1/, /models, /props (the model's path and template), /slots (the requests running) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /metrics and the page stay open
-      if (this.options.apiKey !== undefined && (path.startsWith("/v1/") || path === "/models" || path === "/props" || path === "/slots" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
+      // every route under /v1/, /models, /props (the model's path and template), /slots (the requests running) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /v1/health, /metrics and the page stay open
+      if (this.options.apiKey !== undefined && ((path.startsWith("/v1/") && path !== "/v1/health") || path === "/models" || path === "/props" || path === "/slots" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });
       }
       // one request of a connection at a time (HTTP/1.1 answers them in order anyway): a request
