@@ -39,6 +39,8 @@ export interface GenerationRun {
    * times: `completionTokens` made so far, the first of them at `firstTokenAt` (performance.now(); 0: none yet)
    */
   timingsSoFar(completionTokens: number, firstTokenAt: number): Timings;
+  /** the engine slot (0..maxSequences-1) choice `choice` runs in, or ran in last (llama-server's id_slot); undefined before it runs */
+  slot(choice: number): number | undefined;
 }
 
 export interface LoadModelOptions {
@@ -294,6 +296,7 @@ export class Model {
       ...(constraint ? { constraint } : {}),
       ...(options.preservedTokens?.length ? { preservedTokens: options.preservedTokens } : {}),
       ...(lineLimits ? { lineLimits } : {}),
+      ...(options.slot !== undefined ? { slot: options.slot } : {}),
     });
     return {
       events: () => request[Symbol.asyncIterator](),
@@ -308,6 +311,8 @@ export class Model {
           queueMs: (request.scheduledAt || now) - request.submittedAt, cachedPromptTokens: request.cachedPromptTokens,
         });
       },
+      // (a choice past the request's places, beam search's returned sequences, shows its first slot)
+      slot: (choice) => request.slots[choice] ?? request.slots[0],
     };
   }
 

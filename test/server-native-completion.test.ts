@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import type { ChatMessage } from "../src/chat/index.js";
 import { renderWithJinja2, skipWithoutJinja2 } from "../scripts/jinja2-oracle.js";
 import { skipWithoutLlamaCppTemplates } from "./helpers/llama-cpp-templates.js";
-import { post, serveStories, serveStoriesWithTemplate, skipStories } from "./helpers/serve.js";
+import { post, serveStories, serveStoriesWithTemplate, skipStories, sseEvents as events } from "./helpers/serve.js";
 
 /*
  * llama-server's own routes: POST /completion (and /completions) answer in its native shape
@@ -13,14 +13,6 @@ import { post, serveStories, serveStoriesWithTemplate, skipStories } from "./hel
  * greedy request; POST /apply-template answers {prompt}: the chat template's text, judged by
  * Python's jinja2 and by the token count the chat route reports for the same messages.
  */
-
-/** the `data:` events of an SSE body, parsed */
-function events(body: string): unknown[] {
-  return body.split("\n\n").map((e) => e.trim()).filter((e) => e.startsWith("data: ")).map((e) => {
-    const data = e.slice("data: ".length);
-    return data === "[DONE]" ? data : JSON.parse(data);
-  });
-}
 
 const REQUEST = { prompt: "Once upon a time", n_predict: 12, temperature: 0 };
 

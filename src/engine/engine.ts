@@ -491,6 +491,9 @@ export class Engine {
     }
     const strategy = this.strategyFor(params);
     checkWidth(strategy.width, params.decoding.kind === "beam", limits.maxSequences);
+    if (params.slot !== undefined && !(Number.isSafeInteger(params.slot) && params.slot >= 0 && params.slot < limits.maxSequences)) {
+      throw new RequestError(`slot: expected an engine slot's id, 0..${limits.maxSequences - 1} (maxSequences ${limits.maxSequences}), got ${params.slot}`, "slot");
+    }
     const scheduler = this.ensureScheduler();
     const request = new EngineRequest(this.nextId++, params, strategy);
     scheduler.admissible(request);
@@ -886,6 +889,8 @@ export class Engine {
       pool, { maxBatchTokens: this.maxBatchTokens, maxSequences: this.maxSequences, contextSize: this.contextSize, cacheReplies: this.options.cacheReplies ?? true, admission: this.options.admission ?? "preempt" },
       () => new KVCache(i.blockCount, i.headCountKv, i.headDim, this.contextSize, pool),
     );
+    // a request pinned to a slot (llama-server's id_slot) waits until the slot is free
+    this.scheduler.startable = (r, admitted) => r.params.slot === undefined || this.slotTable.free(r.params.slot, admitted);
     return this.scheduler;
   }
 

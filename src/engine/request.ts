@@ -47,6 +47,8 @@ export interface RequestParams {
   readonly preservedTokens?: readonly string[];
   /** llama-server's n_indent and t_max_predict_ms: a completion's lines that end it */
   readonly lineLimits?: LineLimits;
+  /** the slot (0..maxSequences-1) its first sequence runs in: it waits until that slot is free (llama-server's id_slot) */
+  readonly slot?: number;
 }
 
 /** what happened to one choice, told apart by `type`: a step (a token and its text, or its end step), or its end */
@@ -92,6 +94,11 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   reservedBlocks = 0;
   /** times it was preempted (its blocks freed, recomputed later) */
   preemptions = 0;
+  /**
+   * the slot each of its places ran in last (SlotTable.sync; place i is choice i's sequence, as the
+   * strategies fork them in choice order): llama-server's id_slot in a reply. Empty until it runs.
+   */
+  readonly slots: number[] = [];
   /** with params.promptLogprobs: the prompt tokens scored so far (the engine adds each chunk's) */
   readonly promptLogprobs: (TokenLogprob | null)[] | undefined;
   private readonly events: RequestEvent[] = [];

@@ -78,6 +78,12 @@ export class Scheduler implements StrategyHost {
   private readonly plannedSteps = new Map<EngineRequest, number>();
   /** preemptions so far (EngineStats.preemptions) */
   preemptions = 0;
+  /**
+   * whether a waiting request may start beside those `admitted` in this step (the engine's: a
+   * request pinned to a slot waits until the slot is free); one that may not is passed over, the
+   * requests behind it go on
+   */
+  startable: (request: EngineRequest, admitted: readonly EngineRequest[]) => boolean = () => true;
 
   constructor(
     readonly pool: KVBlockPool,
@@ -178,11 +184,16 @@ export class Scheduler implements StrategyHost {
     // in a step that preempted (unless it plans nothing else), or the room just freed would admit
     // what the next step preempts again
     const admitted: EngineRequest[] = [];
-    while ((!preempted || chunks.length === 0) && this.waiting.length > 0 && budget > 0) {
-      const request = this.waiting[0]!;
+    for (let w = 0; (!preempted || chunks.length === 0) && w < this.waiting.length && budget > 0;) {
+      const request = this.waiting[w]!;
+      // (one waiting for its own slot holds nobody back: llama-server defers only that task)
+      if (!this.startable(request, admitted)) {
+        w++;
+        continue;
+      }
       if (this.runningSequences + request.strategy.width > this.limits.maxSequences) break;
       if (!this.admit(request)) break;
-      this.waiting.shift();
+      this.waiting.splice(w, 1);
       admitted.push(request);
       prefill(request);
     }

@@ -76,24 +76,38 @@ export class SlotTable {
     const now = new Set(running);
     for (let id = 0; id < this.size; id++) {
       const r = this.holders[id];
-      if (r !== undefined && !now.has(r)) this.free(id);
+      if (r !== undefined && !now.has(r)) this.leave(id);
     }
     const held = new Set(this.holders);
+    const arriving = running.filter((r) => !held.has(r));
+    // a request pinned to a slot takes it first (the scheduler started it only with the slot free:
+    // startable), its other places the lowest free ones with the rest
+    const first = new Set<EngineRequest>();
+    for (const r of arriving) {
+      const pin = r.params.slot;
+      if (pin !== undefined && pin < this.size && this.holders[pin] === undefined) {
+        this.take(pin, r, 0);
+        first.add(r);
+      }
+    }
     let id = 0;
-    for (const r of running) {
-      if (held.has(r)) continue;
-      for (let place = 0; place < r.strategy.width; place++) {
+    for (const r of arriving) {
+      for (let place = first.has(r) ? 1 : 0; place < r.strategy.width; place++) {
         while (id < this.size && this.holders[id] !== undefined) id++;
         if (id === this.size) return;
-        this.holders[id] = r;
-        this.places[id] = place;
+        this.take(id, r, place);
       }
     }
   }
 
+  /** whether a request pinned to `slot` may start: nobody holds the slot, and no request starting in the same step is pinned to it */
+  free(slot: number, starting: readonly EngineRequest[]): boolean {
+    return this.holders[slot] === undefined && !starting.some((r) => r.params.slot === slot);
+  }
+
   /** the request ends: its slots are free, each keeping the tokens of its sequence (call before its sequences are retired) */
   release(request: EngineRequest): void {
-    for (let id = 0; id < this.size; id++) if (this.holders[id] === request) this.free(id);
+    for (let id = 0; id < this.size; id++) if (this.holders[id] === request) this.leave(id);
   }
 
   /** the request holding the slot, if any */
@@ -127,7 +141,13 @@ export class SlotTable {
     this.last[id] = [...tokens];
   }
 
-  private free(id: number): void {
+  private take(id: number, r: EngineRequest, place: number): void {
+    this.holders[id] = r;
+    this.places[id] = place;
+    r.slots[place] = id;
+  }
+
+  private leave(id: number): void {
     const r = this.holders[id]!;
     // (a choice already retired: its prompt, which its rows began with, is what is known of it)
     this.last[id] = [...(r.sequences[this.places[id]!]?.tokens ?? r.params.promptTokens)];

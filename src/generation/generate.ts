@@ -37,6 +37,14 @@ export interface GenerateOptions extends SamplingOptions {
   ignoreEos?: boolean;
   /** abort the generation; the result so far is returned with finishReason "abort" */
   signal?: AbortSignal;
+  /**
+   * the engine slot (0..maxSequences-1, as Engine.slots lists them) to run in, llama-server's
+   * id_slot: the request waits until that slot is free (others behind it go on) and runs there
+   * (choice 0's sequence; more choices take the lowest free ones). All slots share one prefix
+   * cache, so it finds the rows the slot's last request left as any slot would. Default: the
+   * lowest free slot.
+   */
+  slot?: number;
   /** more token ids that end the generation like end-of-generation tokens (a chat template's end of turn) */
   stopTokens?: readonly number[];
   /** Unicode normalization of a text prompt before tokenizing: "nfkc" folds full-width forms (default "none") */
@@ -257,7 +265,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
   numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, draftModel: true, draftTokens: true,
-  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true,
+  promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true, slot: true,
 };
 
 const OPTION_NAMES: readonly string[] = [...Object.keys(GENERATION_OPTIONS), ...SAMPLING_OPTION_NAMES];
@@ -294,6 +302,8 @@ export function checkGenerateOptions(options: unknown): asserts options is Gener
   // (by its shape: an AbortController polyfill's signal works as well)
   const signalLike = typeof signal === "object" && signal !== null && typeof (signal as AbortSignal).aborted === "boolean" && typeof (signal as AbortSignal).addEventListener === "function";
   if (signal !== undefined && !signalLike) throw new OptionError(`signal: expected an AbortSignal, got ${shownValue(signal)}`, "signal");
+  const slot = o["slot"];
+  if (slot !== undefined && (!Number.isSafeInteger(slot) || (slot as number) < 0)) throw new OptionError(`slot: expected an engine slot's id (an integer >= 0, below maxSequences), got ${shownValue(slot)}`, "slot");
   const lookup = o["promptLookup"];
   if (lookup !== undefined && typeof lookup !== "boolean" && typeof lookup !== "number") throw new OptionError(`promptLookup: expected true, false or the longest n-gram to match (an integer >= 1), got ${shownValue(lookup)}`, "promptLookup");
   const draft = o["draftModel"] as { languageModel?: unknown } | undefined;

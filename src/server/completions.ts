@@ -106,7 +106,8 @@ async function jobOf(ctx: ServeContext, kind: Kind, body: Body, shape: ReplyShap
   // (logit_bias text as llama-server's common_tokenize reads it: no BOS/EOS, special-token text as plain text)
   const options = generationOptionsOf(body, model.info.vocabSize, echo || prefillOnly, (text) => model.tokenizer.encode(text, { addSpecialTokens: false, parseSpecial: false }));
   const { stream, includeUsage, continuousUsage, timingsPerToken } = streamOf(body);
-  checkIdSlot(body, model.engine.maxSequences);
+  const slot = idSlotOf(body, model.engine.maxSequences);
+  if (slot !== undefined) options.slot = slot;
   let logprobs: number | undefined;
   let prompts: number[][];
   let replySyntax: ReplySyntax | undefined;
@@ -299,16 +300,17 @@ function draftingOf(ctx: ServeContext, body: Body, options: GenerateOptions): vo
  * llama-server's `id_slot` (its handle_completions_impl: json_value(data, "id_slot", -1)), on every
  * completion route: -1 any slot; another id names a slot modulo the slot count (get_slot_by_id:
  * "allow id_slot to be out of bounds (wrap around)"; a negative one but -1 names none, so any), the
- * request deferred until that slot is idle. A client names a slot to find its prompt's KV cache
- * again; this engine's sequences share one prefix cache, found from any place, so every id is taken
- * and the request runs where there is room, its reply the same. An id that is no integer was read
- * nowhere (llama-server logs it and takes -1): a 400 naming it, not a request whose slot is silently
- * another.
+ * request deferred until that slot is idle and run there (GenerateOptions.slot: the engine's slots
+ * are its maxSequences places). The slot's cache follows as there: this engine's slots share one
+ * prefix cache, where the rows the slot's last request left are found. An id that is no integer
+ * was read nowhere (llama-server logs it and takes -1): a 400 naming it, not a request whose slot
+ * is silently another. Returns the slot, or undefined for any.
  */
-function checkIdSlot(body: Body, slots: number): void {
+function idSlotOf(body: Body, slots: number): number | undefined {
   const v = body["id_slot"];
-  if (v === undefined || v === null || Number.isSafeInteger(v)) return;
-  throw invalid("id_slot", `'id_slot' must be an integer: -1 (any slot, the default) or a slot's id (0..${slots - 1}; a larger one wraps around, as llama-server's), got ${describeValue(v)}`, "invalid_type");
+  if (v === undefined || v === null) return undefined;
+  if (!Number.isSafeInteger(v)) throw invalid("id_slot", `'id_slot' must be an integer: -1 (any slot, the default) or a slot's id (0..${slots - 1}; a larger one wraps around, as llama-server's), got ${describeValue(v)}`, "invalid_type");
+  return (v as number) >= 0 ? (v as number) % slots : undefined;
 }
 
 /** llama-server's `n_probs`: the alternatives reported per token, where above 0 (0 or none: not asked for) */
@@ -418,7 +420,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
   if (res.destroyed) return;
   const cancelled = cancellation(signal);
   if (cancelled && all.some((r) => (r.choices ?? [r]).some((c) => c.finishReason === "abort"))) throw cancelled;
-  if (job.native) return sendNative(ctx, job, all, res);
+  if (job.native) return sendNative(ctx, job, runs, all, res);
   const choices = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
     const index = i * job.n + j;
     const finish_reason = finishReasonOf(c.finishReason);
@@ -446,9 +448,10 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
 }
 
 /** llama-server's /completion reply: one completion's object, or an array of them (several prompts or choices) */
-function sendNative(ctx: ServeContext, job: Job, all: readonly GenerationResult[], res: ServerResponse): Promise<void> {
+function sendNative(ctx: ServeContext, job: Job, runs: readonly GenerationRun[], all: readonly GenerationResult[], res: ServerResponse): Promise<void> {
   const replies = all.flatMap((r, i) => answeredChoices(job, r.choices ?? [r]).map((c, j) => {
-    const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
+    // (best_of answers its best choices first: the slot is the one the choice itself ran in)
+    const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer, runs[i]!.slot((r.choices ?? [r]).indexOf(c)));
     // (n_probs: each token's logprob and its alternatives, as the chat API places them on the text,
     // then the end-of-generation token's, whose text is none, as llama-server lists it)
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
@@ -577,7 +580,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
           const probs = listed ? { completion_probabilities: [nativeProbability(ctx.texts.chatEntry(listed), listed.lp, job.postSampling)] } : {};
           const id = token ?? endToken?.token;
           const predicted = made[index]! + (token === undefined && id !== undefined ? 1 : 0);
-          if ((text !== "" || id !== undefined) && !(await sse.send({ ...nativePartial(text, id, index, predicted, job.prompts[run]!.length), ...timingsSoFar(index, predicted), ...probs }))) break;
+          if ((text !== "" || id !== undefined) && !(await sse.send({ ...nativePartial(text, id, index, predicted, job.prompts[run]!.length, runs[run]!.slot(event.choice)), ...timingsSoFar(index, predicted), ...probs }))) break;
           continue;
         }
         const placed = choice?.take(shown[index]!) ?? [];
@@ -606,7 +609,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
           observed = true;
           const all = await results(ctx, runs);
           for (const [i, r] of all.entries()) for (const [j, c] of (r.choices ?? [r]).entries()) {
-            const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer);
+            const reply = nativeFinal(job, r, c, i * job.n + j, ctx.model.tokenizer, runs[i]!.slot(j));
             await sse.send(job.responseFields ? pickResponseFields(job.responseFields, reply) : reply);
           }
         }

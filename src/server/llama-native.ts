@@ -27,20 +27,26 @@ export interface NativeRequest {
   contextSize: number;
 }
 
-/** no slot is named: tsllm's engine has sequences, not slots a request could ask for again */
-const NO_SLOT = -1;
+/**
+ * llama-server's id_slot in a reply (server-task.cpp: to_json_non_oaicompat, final and partial):
+ * the slot the completion ran in, here the engine's (GenerationRun.slot, the place GET /slots
+ * lists it in); -1 for one that never ran (cancelled while it waited)
+ */
+function slotOf(slot: number | undefined): number {
+  return slot ?? -1;
+}
 
 /** a streamed token's event (the end-of-generation token's too, whose text is what was held back) */
-export function nativePartial(text: string, token: number | undefined, index: number, predicted: number, evaluated: number): Record<string, unknown> {
-  return { index, content: text, tokens: token === undefined ? [] : [token], stop: false, id_slot: NO_SLOT, tokens_predicted: predicted, tokens_evaluated: evaluated };
+export function nativePartial(text: string, token: number | undefined, index: number, predicted: number, evaluated: number, slot: number | undefined): Record<string, unknown> {
+  return { index, content: text, tokens: token === undefined ? [] : [token], stop: false, id_slot: slotOf(slot), tokens_predicted: predicted, tokens_evaluated: evaluated };
 }
 
 /** a completion's summary; streamed, its text and tokens were sent already; unstreamed, its tokens are listed with return_tokens only (llama-server keeps them only then) */
-export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer): Record<string, unknown> {
+export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer, slot: number | undefined): Record<string, unknown> {
   const { type, word } = stopOf(req.options, c, tokenizer);
   const tokens = generatedTokens(c);
   return {
-    index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: NO_SLOT, stop: true, model: req.model,
+    index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: slotOf(slot), stop: true, model: req.model,
     tokens_predicted: decodedTokens(c), tokens_evaluated: r.promptTokens.length, generation_settings: settingsOf(req),
     prompt: r.prompt, has_new_line: c.completion.includes("\n"), truncated: truncated(req, r, c), stop_type: type, stopping_word: word,
     tokens_cached: r.promptTokens.length + c.completionTokens.length, timings: timingsOf(r),

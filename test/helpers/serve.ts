@@ -31,6 +31,14 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   return { status: res.status, json, headers: res.headers };
 }
 
+/** the `data:` events of an SSE body, parsed ("[DONE]" as the string) */
+export function sseEvents(body: string): unknown[] {
+  return body.split("\n\n").map((e) => e.trim()).filter((e) => e.startsWith("data: ")).map((e) => {
+    const data = e.slice("data: ".length);
+    return data === "[DONE]" ? data : JSON.parse(data);
+  });
+}
+
 /** resolves once `check` holds (polling), or rejects after `ms` */
 export async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
