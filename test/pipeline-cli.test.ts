@@ -431,6 +431,8 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
       ["--sequence-bias", "7,60000=1", "--sequence-bias: token id 60000 is outside the vocabulary [0, 50257)"],
       ["--forced-eos-token-id", "50256,50300", "--forced-eos-token-id: token id 50300 is outside the vocabulary [0, 50257)"],
     ] as const) assertUsageError(run(flag, bad), message);
+    // a forced token the suppression bans: in the flags' words (before: "every candidate token has logit -Infinity (did logitBias ...)", exit 1)
+    assertUsageError(run("--forced-eos-token-id", "7", "--suppress-tokens", "3,7"), "--forced-eos-token-id 7 is in --suppress-tokens: the last step would have no token left");
   } finally {
     gen.dispose();
   }

@@ -114,6 +114,14 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
     }
     await assert.rejects(gen.model.generate(PROMPT, { maxTokens: 2, forcedEosTokenId: 0, promptLookup: true }), (e: unknown) => e instanceof OptionError && e.option === "forcedEosTokenId");
     await assert.rejects(gen.model.generate(PROMPT, { maxTokens: 2, forcedBosTokenId: 0, numBeams: 2 }), (e: unknown) => e instanceof OptionError && e.option === "forcedBosTokenId");
+    // a forced step whose forced tokens suppressTokens all bans (the suppression comes after the forcing) has none left:
+    // refused naming both, not the sampler's "did logitBias ban the whole vocabulary?" (transformers' greedy takes id 0)
+    await assert.rejects(gen.model.generate([EOS], { maxTokens: 2, temperature: 0, forcedBosTokenId: 7, suppressTokens: [3, 7] }), (e: unknown) =>
+      e instanceof OptionError && e.option === "forcedBosTokenId" && e.message === "forcedBosTokenId 7 is in suppressTokens: the step it forces would have no token left");
+    await assert.rejects(gen.model.generate(PROMPT, { maxTokens: 2, temperature: 0.8, seed: 1, forcedEosTokenId: [7, 8], suppressTokens: [8, 7] }), (e: unknown) =>
+      e instanceof OptionError && e.option === "forcedEosTokenId" && e.message === "forcedEosTokenId [7,8] are all in suppressTokens: the last step would have no token left");
+    // one of them left: the last token is that one
+    assert.equal((await gen.model.generate(PROMPT, { maxTokens: 2, temperature: 0, forcedEosTokenId: [7, 8], suppressTokens: [8] })).completionTokens[1], 7);
     const bad = gpt2TinyCopy(dir, "bad", { forced_eos_token_id: [] });
     await assert.rejects(pipeline("text-generation", bad, { threads: 1 }), new Error(`${bad}/generation_config.json: forced_eos_token_id: expected a token id or a non-empty list of them (integers >= 0), found []`));
     const badBos = gpt2TinyCopy(dir, "bad-bos", {}, { task_specific_params: { "text-generation": { forced_bos_token_id: "0" } } });

@@ -3,7 +3,7 @@ import {
   type TextGenerationPipeline, type TokenClassificationPipeline,
 } from "../pipelines/index.js";
 import { OptionError } from "../units/index.js";
-import { asUsageError, flagOf, seedFrom } from "./generate.js";
+import { flagOf, seedFrom } from "./generate.js";
 import { resolveInterruptibly } from "./interrupt.js";
 import { MODEL_MEANING, backendOption, decimalNumber, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
@@ -242,6 +242,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   // the input being run, while one is: what the library says during its call (a warning, an error) names it
   let running: number | undefined;
   const about = (message: string) => (running === undefined || inputs.length === 1 ? message : `${inputLabel(inputs, running)}: ${message}`);
+  /** whether library option `name` is one of the token-id flags', and that flag was given */
+  const givenTokenIdFlag = (name: string) => (TOKEN_ID_FLAGS as readonly string[]).includes(flagOf(name)) && values[flagOf(name)] !== undefined;
   // the library's warnings (a decoder's load's; a generation asking for more than the context holds; a --target that is no vocabulary entry; words guessed from spaces by --aggregation-strategy first, average or max), one line each
   const onWarning = (message: string) => printWarning(about(message));
   const decoder = memoryMargin !== undefined ? { memoryMargin } : {};
@@ -302,8 +304,10 @@ export async function runPipeline(argv: string[]): Promise<void> {
         if (e instanceof OptionError && e.option === "temperature") {
           throw new UsageError(`--temperature must be above 0 when sampling (--do-sample, or the model folder's do_sample), got ${temperature ?? 0}, as transformers refuses it; give --no-do-sample for greedy decoding`);
         }
-        // a token id of a flag's outside the vocabulary (the engine's refusal names the library's option): the flag's usage error
-        if (e instanceof OptionError && (TOKEN_ID_FLAGS as readonly string[]).includes(flagOf(e.option)) && values[flagOf(e.option)] !== undefined) asUsageError(e);
+        // a flag's token id refused (outside the vocabulary, a forced one suppressed): the flag's usage error, in the flags' words
+        if (e instanceof OptionError && givenTokenIdFlag(e.option)) {
+          throw new UsageError(e.message.replace(/\b[a-z]+(?:[A-Z][a-z]+)+\b/g, (name) => (givenTokenIdFlag(name) ? `--${flagOf(name)}` : name)));
+        }
         // an option's refusal is about the option, whichever input it came with
         if (e instanceof Error && !(e instanceof OptionError)) e.message = about(e.message);
         throw e;

@@ -71,6 +71,16 @@ export function validateTokenBans(o: Pick<GenerateOptions, (typeof TOKEN_BANS)[n
     else if (!Number.isSafeInteger(eos) || (eos as number) < 0) throw new OptionError(`forcedEosTokenId must be a token id or an array of them (integers >= 0), got ${shownValue(eos)}`, "forcedEosTokenId");
     if (Array.isArray(eos) && eos.length === 0) throw new OptionError("forcedEosTokenId must hold at least one token id, got []", "forcedEosTokenId");
   }
+  // a forced step whose every forced token suppressTokens bans (it comes after the forcing) has no
+  // token left: the sampler's refusal then blamed a logitBias (transformers' greedy takes id 0, its sampling fails)
+  const suppressed = new Set(o.suppressTokens ?? []);
+  if (o.forcedBosTokenId !== undefined && suppressed.has(o.forcedBosTokenId)) {
+    throw new OptionError(`forcedBosTokenId ${o.forcedBosTokenId} is in suppressTokens: the step it forces would have no token left`, "forcedBosTokenId");
+  }
+  const forcedEos = eos === undefined ? [] : [eos].flat();
+  if (forcedEos.length > 0 && forcedEos.every((t) => suppressed.has(t))) {
+    throw new OptionError(`forcedEosTokenId ${JSON.stringify(eos)} ${forcedEos.length === 1 ? "is" : "are all"} in suppressTokens: the last step would have no token left`, "forcedEosTokenId");
+  }
   for (const name of TOKEN_BANS) {
     const v = o[name];
     // a forced token id 0 is a token, not "none"
