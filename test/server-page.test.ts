@@ -653,6 +653,31 @@ test("a reload keeps the conversation and the system prompt (this tab's sessionS
   await page.close();
 });
 
+test("a reload with the focus still in a box keeps what was typed there: the system prompt, a message not yet sent (no change event fires on a reload)", { skip }, async () => {
+  const { page, errors } = await openPage();
+  const bodies = chatBodies(page);
+  // typed and reloaded (F5) at once: the focus never leaves the box, so it never fires change
+  await page.fill("#system", "Be brief.");
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+  assert.equal(await page.inputValue("#system"), "Be brief.");
+  await page.fill("#input", "a long message, half typed 你好 😀");
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+  assert.equal(await page.inputValue("#input"), "a long message, half typed 你好 😀");
+  // once sent it is no draft any more: a reload after the reply leaves the box empty
+  await page.fill("#max-tokens", "4");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  assert.deepEqual(bodies.at(-1).messages, [{ role: "system", content: "Be brief." }, { role: "user", content: "a long message, half typed 你好 😀" }]);
+  await page.reload();
+  await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+  assert.equal(await page.inputValue("#input"), "");
+  assert.equal(await count(page, "#messages li"), 2);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("a reload while a reply streams keeps the conversation with the reply so far, marked stopped; the server drops the request; the next message goes on from it", { skip }, async () => {
   const { page, errors } = await openPage();
   const bodies = chatBodies(page);

@@ -1,7 +1,7 @@
-// tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation and the
-// system prompt are kept in sessionStorage: a reload of the tab keeps them (a reply still
-// streaming with what came so far, marked stopped), New chat (or closing the tab) drops them;
-// the sampling settings are kept in localStorage. Replies render a little Markdown (code blocks,
+// tsllm's chat page: streams replies from /v1/chat/completions (SSE). The conversation, the
+// system prompt and a message not yet sent are kept in sessionStorage: a reload of the tab keeps
+// them (a reply still streaming with what came so far, marked stopped), New chat (or closing the
+// tab) drops the conversation; the sampling settings are kept in localStorage. Replies render a little Markdown (code blocks,
 // `code`, **bold**, http(s) links) as elements made one by one around text nodes, never as HTML:
 // what a model writes cannot become markup. A thinking model's
 // reasoning (the stream's reasoning_content) shows as it streams, in a collapsible "Thinking"
@@ -35,7 +35,7 @@ function newSession() {
 /** keeps the conversation (`messages`: history and a turn still streaming), its id and the system prompt for a reload of this tab */
 function save(messages = history) {
   try {
-    sessionStorage.setItem(STORED, JSON.stringify({ history: messages, session, system: $("system").value }));
+    sessionStorage.setItem(STORED, JSON.stringify({ history: messages, session, system: $("system").value, draft: $("input").value }));
   } catch {} // storage full or disabled: the conversation just does not outlive the page
 }
 
@@ -47,6 +47,7 @@ function restore() {
   if (!stored || !Array.isArray(stored.history)) return;
   history = stored.history.filter((m) => m && (m.role === "user" || m.role === "assistant") && typeof m.content === "string");
   if (typeof stored.system === "string") $("system").value = stored.system;
+  if (typeof stored.draft === "string") $("input").value = stored.draft;
   if (typeof stored.session === "string" && /^[0-9a-f]{32}$/.test(stored.session)) session = stored.session;
   renderAll();
 }
@@ -247,8 +248,8 @@ function edit(index) {
   const text = history[index].content;
   history = history.slice(0, index);
   renderAll();
-  save();
   $("input").value = text;
+  save();
   $("input").focus();
 }
 
@@ -434,6 +435,7 @@ async function send(text) {
     userLi.remove();
     li.remove();
     if ($("input").value === "") $("input").value = text;
+    save();
     return;
   }
   turns.push(...turn());
@@ -453,6 +455,7 @@ $("composer").addEventListener("submit", (e) => {
   const text = $("input").value.trim();
   if (!text || controller) return;
   $("input").value = "";
+  save();
   // a click on Send took the focus: the message box keeps it, for the next message
   $("input").focus();
   void send(text);
@@ -474,7 +477,10 @@ $("clear").addEventListener("click", () => {
   save();
   $("input").focus();
 });
-$("system").addEventListener("change", () => save());
+// kept as typed, not on change: a reload (F5) with the focus still in the box fires no change
+// event, and what was typed there, a system prompt or a message not yet sent, was lost
+$("system").addEventListener("input", () => save());
+$("input").addEventListener("input", () => save());
 // pagehide, not beforeunload: it fires on a reload, a closed tab and a mobile browser putting the page away
 addEventListener("pagehide", () => {
   pageLeft = true;
