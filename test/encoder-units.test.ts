@@ -125,6 +125,44 @@ test("pairs: longest-first truncation keeps the template; RoBERTa's </s></s>", {
   assert.deepEqual(r.offsets, [[0, 0], [0, 2], [0, 0], [0, 0], [0, 5], [0, 0]]);
 });
 
+/**
+ * Judge: tokenizers' own table for LongestFirst (tokenizers/src/utils/truncation.rs,
+ * truncate_encodings_longest_first: max_length 7, texts of 0, 2, 4 and 8 tokens), which
+ * transformers' fast tokenizers (AutoTokenizer on a tokenizer.json folder) apply to a pair: two
+ * texts past half the room get half each, the odd token going to the longer (of two of a length,
+ * the second), not to whichever one-at-a-time removal last spared
+ */
+test("pairs: truncation=True splits the room as tokenizers' LongestFirst", { skip }, () => {
+  const bert = openTokenizer(`${SHARED}/hf-oracle/bert-uncased-sst`);
+  // one token each in vocab.txt ("a" 1037 ... "h" 1044)
+  const texts = { empty: "", short: "a b", medium: "a b c d", long: "a b c d e f g h" };
+  const table: [keyof typeof texts, keyof typeof texts, number, number][] = [
+    ["empty", "empty", 0, 0], ["empty", "short", 0, 2], ["empty", "medium", 0, 4], ["empty", "long", 0, 7],
+    ["short", "empty", 2, 0], ["short", "short", 2, 2], ["short", "medium", 2, 4], ["short", "long", 2, 5],
+    ["medium", "empty", 4, 0], ["medium", "short", 4, 2], ["medium", "medium", 3, 4], ["medium", "long", 3, 4],
+    ["long", "empty", 7, 0], ["long", "short", 5, 2], ["long", "medium", 4, 3], ["long", "long", 3, 4],
+  ];
+  for (const [first, second, n1, n2] of table) {
+    // the room of 7 content tokens, with [CLS] a [SEP] b [SEP]'s three special tokens
+    const cut = encodeModelInput(bert, texts[first], { pair: texts[second], maxLength: 7 + 3 });
+    const kept = [0, 1].map((s) => cut.sequenceIds.filter((x) => x === s).length);
+    assert.deepEqual(kept, [n1, n2], `${first} + ${second}`);
+    // each text keeps its first tokens
+    assert.deepEqual(cut.ids.filter((_, i) => cut.sequenceIds[i] === 1), [1037, 1038, 1039, 1040, 1041, 1042, 1043, 1044].slice(0, n2));
+  }
+});
+
+test("text-classification: a pair cut to the room classifies what transformers' model reads", { skip }, async () => {
+  // a room of 7: "a b c d" twice keeps 3 + 4 (tokenizers' table above), the second text whole
+  const clf = await pipeline("text-classification", `${SHARED}/hf-oracle/bert-uncased-sst`, { maxLength: 10, threads: 1 });
+  try {
+    const cut = await clf({ text: "a b c d", text_pair: "a b c d" }, { topK: null, truncation: true });
+    assert.deepEqual(cut, await clf({ text: "a b c", text_pair: "a b c d" }, { topK: null }));
+  } finally {
+    clf.dispose();
+  }
+});
+
 test("WordPiece offsets: accents, CJK, [UNK], code points beyond the BMP", () => {
   const o = { lowercase: true, stripAccents: true, chineseChars: true, prefix: "##", unkPiece: "[UNK]" };
   assert.deepEqual(wordPieceOffsets("Élysée 自然", ["elysee", "自", "然"], o), [[0, 6], [7, 8], [8, 9]]);

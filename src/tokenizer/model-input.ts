@@ -64,9 +64,28 @@ export function encodeModelInput(tok: Tokenizer, text: string, options: ModelInp
 }
 
 /**
+ * The tokens a pair of texts of `na` and `nb` tokens keeps in `room`, as tokenizers' LongestFirst
+ * computes them: the shorter text whole when the longer can give up the rest; else half the room
+ * each, an odd room's extra token to the longer (of two of a length, the second). Removing one
+ * token at a time from the longer gave that token to the first text where the second was as long
+ * or longer: another input than transformers' model reads.
+ */
+function longestFirst(na: number, nb: number, room: number): [number, number] {
+  const swap = na > nb;
+  let short = Math.min(na, nb), long = short > room ? short : Math.max(short, room - short);
+  if (short + long > room) {
+    short = Math.floor(room / 2);
+    long = short + (room % 2);
+  }
+  // a text keeps at most the tokens it has (tokenizers' truncate to a longer length leaves it whole)
+  return swap ? [Math.min(na, long), Math.min(nb, short)] : [Math.min(na, short), Math.min(nb, long)];
+}
+
+/**
  * An input (encodeModelInput's, uncut) cut to `maxLength` tokens in all as the tokenizer's
- * truncation=True cuts it: longest first, one token at a time from the longer text (the pair on a
- * tie), the special tokens kept. The input itself when it fits; no text is tokenized again.
+ * truncation=True cuts it, the special tokens kept: longest first as the fast tokenizers' LongestFirst
+ * (tokenizers' truncate_encodings), which transformers' AutoTokenizer applies. The input itself when
+ * it fits; no text is tokenized again.
  */
 export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength: number): ModelInput {
   const added = input.specialMask.filter(Boolean).length;
@@ -81,10 +100,8 @@ export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength:
   // a pair whose second text has no tokens ("") is told by its template's special tokens
   const a = of(0), pair = input.sequenceIds.includes(1) || (added > 0 && added !== single) ? of(1) : undefined;
   let na = a.ids.length, nb = pair?.ids.length ?? 0;
-  while (na + nb > room) {
-    if (pair !== undefined && nb >= na) nb--;
-    else na--;
-  }
+  if (pair === undefined) na = room;
+  else [na, nb] = longestFirst(na, nb, room);
   const cut = pair === undefined ? undefined : { ids: pair.ids.slice(0, nb), offsets: pair.offsets?.slice(0, nb) };
   return assembleModelInput(tpl, a.ids.slice(0, na), a.offsets?.slice(0, na), added > 0, cut);
 }
