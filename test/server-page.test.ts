@@ -154,6 +154,38 @@ test("the chat page loads without a console error (no favicon 404) and its messa
   }
 });
 
+/** the page's accessibility tree as Chromium gives it to a screen reader (CDP), its nodes' role, name and properties */
+async function axNodes(page: Page): Promise<{ role: string; name: string; props: Record<string, unknown> }[]> {
+  const cdp = await page.context().newCDPSession(page);
+  const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as { nodes: { ignored: boolean; role?: { value: string }; name?: { value: string }; properties?: { name: string; value: { value: unknown } }[] }[] };
+  await cdp.detach();
+  return nodes.filter((n) => !n.ignored).map((n) => ({ role: n.role?.value ?? "", name: n.name?.value ?? "", props: Object.fromEntries((n.properties ?? []).map((p) => [p.name, p.value.value])) }));
+}
+
+test("a screen reader hears the replies: the conversation is a polite live region, a reply busy while it streams", { skip }, async () => {
+  const { page, errors } = await openPage();
+  // WAI-ARIA: a region whose content changes without the user moving there is announced only
+  // when it is live; aria-busy holds the announcement until a streaming reply is complete
+  const conversation = (await axNodes(page)).find((n) => n.name === "Conversation");
+  assert.equal(conversation?.role, "list");
+  assert.equal(conversation?.props.live, "polite");
+  const restore = slowEngine(15);
+  try {
+    await page.fill("#max-tokens", "200");
+    await page.fill("#input", "Once upon a time");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length > 5);
+    assert.deepEqual((await axNodes(page)).filter((n) => n.role === "listitem").map((n) => Boolean(n.props.busy)), [false, true]);
+    await page.click("#stop");
+    await page.waitForSelector("li.assistant .stats");
+  } finally {
+    restore();
+  }
+  assert.deepEqual((await axNodes(page)).filter((n) => n.role === "listitem").map((n) => Boolean(n.props.busy)), [false, false]);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
 test("a turn whose request fails is taken back: no empty reply, no NaN stats, its text back in the input, not sent again", { skip }, async () => {
   const { page } = await openPage();
   const bodies = chatBodies(page);
