@@ -160,6 +160,8 @@ export class Model {
     readonly generationDefaults: GenerateOptions = {},
     /** the weights and scratch its load planned (beside its KV pool; 0 where the planner knows no shape): see memory */
     private readonly residentBytes = 0,
+    /** the format its weight matrices were quantized to while loading (LoadModelOptions.quantize), none: as the file stores them */
+    readonly loadQuantization?: LoadQuantization,
   ) {}
 
   /** positions one sequence may hold (prompt + completion) */
@@ -584,7 +586,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn, planned.budgetFits);
     if (options.warmup !== false) await warmUpForward(model);
     const loadMs = performance.now() - t0;
-    return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults, planned.residentBytes?.(contextSize, engine.kvMemory.budgetBytes) ?? 0);
+    return new Model(path, model.info, tokenizer, metadata, backend, model, engine, loadMs, opened.generationDefaults, planned.residentBytes?.(contextSize, engine.kvMemory.budgetBytes) ?? 0, options.quantize);
   } catch (e) {
     backend.dispose();
     throw e;

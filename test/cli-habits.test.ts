@@ -206,6 +206,33 @@ test("generate --grammar takes the grammar's text as llama.cpp's --grammar does,
   assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--grammar", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --grammar is empty; give a GBNF grammar file or the grammar's text or leave the option out\n" });
 });
 
+test("--chat-template takes the template's text as llama.cpp's --chat-template and vLLM's do, or a file; --chat-template-file (llama.cpp's file option) is --chat-template; llama.cpp's built-in names are said to be unknown", { skip }, () => {
+  // llama.cpp's common/arg.cpp: --chat-template JINJA_TEMPLATE is the template (or a built-in name),
+  // --chat-template-file reads a file; vLLM's load_chat_template takes a path or, with {, } or a
+  // line break in it, the text. "--chat-template {% for ... %}" was "...: no such file"
+  const template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}";
+  const file = join(dir, "plain-chat.jinja");
+  writeFileSync(file, template);
+  const fromFile = greedy(["--prompt", "Once", "--chat", "--chat-template", file]);
+  assert.notDeepEqual(fromFile.promptTokens, greedy(["--prompt", "Once"]).promptTokens, "the template is used");
+  for (const args of [["--chat-template", template], ["--chat-template-file", file], [`--chat-template-file=${file}`]]) {
+    const r = greedy(["--prompt", "Once", "--chat", ...args]);
+    assert.deepEqual([r.promptTokens, r.completionTokens], [fromFile.promptTokens, fromFile.completionTokens], args.join(" "));
+  }
+  // chat reads the same flags
+  const chat = (...args: string[]) => tsllm(["chat", "--model", sharedFile(MODEL)!, ...args, "--temperature", "0", "--max-tokens", "4", "--backend", "reference"], "Once\n");
+  const chatFromFile = chat("--chat-template", file);
+  assert.equal(chatFromFile.code, 0, chatFromFile.stderr);
+  for (const args of [["--chat-template", template], ["--chat-template-file", file]]) assert.deepEqual(chat(...args), chatFromFile, args.join(" "));
+  // a broken text is named as the flag's text, not by the whole template
+  const broken = tsllm(["generate", "--model", sharedFile(MODEL)!, "--prompt", "hi", "--chat", "--chat-template", "{% for m in messages %}{{ m.content }}"]);
+  assert.deepEqual(broken, { code: 1, stdout: "", stderr: "tsllm: error: --chat-template's text: the template does not parse: unterminated for loop: {% for m in messages %} (line 1) has no {% endfor %}\n" });
+  // llama.cpp's built-in names: tsllm has none, and says so instead of a bare "no such file"
+  for (const cmd of [["generate", "--prompt", "hi", "--chat"], ["chat"]]) {
+    assert.deepEqual(tsllm([cmd[0]!, "--model", sharedFile(MODEL)!, ...cmd.slice(1), "--chat-template", "chatml"], "hi\n"), { code: 1, stdout: "", stderr: "tsllm: error: --chat-template chatml: no such file (tsllm has no built-in templates such as llama.cpp's chatml: give a Jinja file or the template's text)\n" }, cmd[0]);
+  }
+});
+
 test("an empty --json-schema (\"$SCHEMA\" unset) is one line saying it takes a file or the JSON itself, not \"give a file name\"", () => {
   assert.deepEqual(tsllm(["generate", "--model", "x.gguf", "--prompt", "hi", "--json-schema", ""]), { code: 2, stdout: "", stderr: "tsllm: error: --json-schema is empty; give a JSON Schema file or the schema's JSON or leave the option out\n" });
 });

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
 import { request, type IncomingMessage } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { Readable } from "node:stream";
 import { CHAT_TEMPLATE, post, skipStories as skip, spawnServe, STORIES, until } from "./helpers/serve.js";
 import { PROJECT_ROOT, sharedFile } from "./helpers/shared.js";
@@ -255,5 +255,24 @@ test("tsllm serve writes a line to stderr for each request when it ends (status,
     assert.doesNotMatch(quiet.stderr(), / ms from /);
   } finally {
     quiet.child.kill("SIGKILL");
+  }
+});
+
+test("tsllm serve: a port already taken, or a --host this machine has no interface for, is one line naming --port / --host, exit 1, not Node's bare \"listen EADDRINUSE\"", { skip }, async () => {
+  // llama-server says "couldn't bind HTTP server socket, hostname: H, port: P"; Node's error named neither flag
+  const taken = createServer();
+  await new Promise<void>((done) => taken.listen(0, "127.0.0.1", done));
+  const port = (taken.address() as AddressInfo).port;
+  try {
+    const run = (args: string[]) => {
+      const r = spawnSync(process.execPath, ["--import", "tsx", CLI, "serve", "--model", sharedFile(STORIES)!, ...args], { cwd: PROJECT_ROOT, encoding: "utf8", timeout: 120_000 });
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+    };
+    // spawnSync blocks this process, but the taken port's socket is bound by the kernel all the same
+    assert.deepEqual(run(["--port", String(port)]), { code: 1, stdout: "", stderr: `tsllm: error: --port ${port}: 127.0.0.1:${port} is in use (another server listens there); give another --port, or --port 0 for a free one\n` });
+    // 192.0.2.1: TEST-NET-1 (RFC 5737), an address no machine's interface has
+    assert.deepEqual(run(["--host", "192.0.2.1", "--port", "0"]), { code: 1, stdout: "", stderr: "tsllm: error: --host 192.0.2.1: no interface of this machine has that address (127.0.0.1: this machine only; 0.0.0.0: every interface)\n" });
+  } finally {
+    taken.close();
   }
 });

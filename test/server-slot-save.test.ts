@@ -211,6 +211,34 @@ describe("slot files and models", { skip: skipStories }, () => {
     }
   });
 
+  test("a file saved by the same model file loaded with its weights quantized (serve --quantize) is refused where they are not, and the reverse", async () => {
+    // Before: the file named the model file alone, so each took the other's rows, computed by other weights.
+    const folder = mkdtempSync(join(dir, "quantized-"));
+    const path = await ensureRandomModel(tinyLlama);
+    const models = await Promise.all([{}, { quantize: "q8_0" as const }].map((o) => loadModel(path, { contextSize: 128, threads: 1, ...o })));
+    const servers = await Promise.all(models.map((m) => startServer(m, { port: 0, slotSavePath: folder })));
+    try {
+      const [plain, quantized] = servers.map((x) => x.url);
+      const prompt = Array.from({ length: 40 }, (_, i) => 5 + i);
+      for (const [url, name] of [[plain, "plain.slot"], [quantized, "q8.slot"]] as const) {
+        assert.equal((await post(`${url}/completion`, { prompt, n_predict: 4, temperature: 0 })).status, 200);
+        assert.equal((await post(`${url}/slots/0?action=save`, { filename: name })).status, 200);
+      }
+      const intoPlain = await post(`${plain}/slots/1?action=restore`, { filename: "q8.slot" });
+      assert.equal(intoPlain.status, 400, JSON.stringify(intoPlain.json));
+      assert.equal(intoPlain.json.error.message, `Unable to restore slot: slot file "q8.slot" was saved by this model file loaded with its weights quantized to q8_0 while loading, this server has its weights as the file stores them: its KV rows come from other weights; restore it where the model is loaded the same way`);
+      const intoQuantized = await post(`${quantized}/slots/1?action=restore`, { filename: "plain.slot" });
+      assert.equal(intoQuantized.status, 400, JSON.stringify(intoQuantized.json));
+      assert.match(intoQuantized.json.error.message, /saved by this model file loaded with its weights as the file stores them, this server has its weights quantized to q8_0 while loading/);
+      // each takes its own
+      assert.equal((await post(`${plain}/slots/1?action=restore`, { filename: "plain.slot" })).status, 200);
+      assert.equal((await post(`${quantized}/slots/1?action=restore`, { filename: "q8.slot" })).status, 200);
+    } finally {
+      await Promise.all(servers.map((x) => x.close(1000)));
+      for (const m of models) m.dispose();
+    }
+  });
+
   test("the round trip keeps encoded rows of several KV heads: tinyLlama (2 KV heads) with q8_0 K and V answers the fresh run's tokens on restored rows", async () => {
     const folder = mkdtempSync(join(dir, "q8-"));
     const m = await loadModel(await ensureRandomModel(tinyLlama), { contextSize: 128, threads: 1, cacheTypeK: "q8_0", cacheTypeV: "q8_0" });

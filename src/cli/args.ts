@@ -58,6 +58,7 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "-fa": ["flash-attn"],
   "-e": ["escape"],
   "--grammar-file": ["grammar"], // llama.cpp's --grammar is the grammar's text, --grammar-file a file: tsllm's --grammar takes both
+  "--chat-template-file": ["chat-template"], // the same split for llama.cpp's --chat-template / --chat-template-file
   // llama-server's draft model and draft length, by its current and earlier names
   "-md": ["draft-model"],
   "--model-draft": ["draft-model"],

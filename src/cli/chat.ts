@@ -47,7 +47,8 @@ the first user message, as llama.cpp does, with a note on stderr.
 Options:
   --model MODEL         GGUF file or Hugging Face model folder (required)
   --system TEXT         system prompt
-  --chat-template FILE  Jinja chat template to use instead of the model's own
+  --chat-template T     Jinja chat template to use instead of the model's own:
+                        a file, or the template itself (text holding {{ or {%, as llama.cpp's own option takes it)
   --chat-template-name NAME  which of the model's own templates to use: default, tool_use, rag...
   --normalize FORM      Unicode-normalize messages first: none (default), nfc, or nfkc
   --max-tokens N        most tokens per reply (default: the model's max_new_tokens, else 256; -1 or

@@ -72,7 +72,8 @@ Options:
   --ignore-eos          keep going past end-of-generation tokens
   --chat                wrap the prompt as a user message in the model's chat template; stop at its end of turn
   --system TEXT         system prompt (with --chat)
-  --chat-template FILE  Jinja chat template to use instead of the model's own (with --chat)
+  --chat-template T     Jinja chat template to use instead of the model's own (with --chat):
+                        a file, or the template itself (text holding {{ or {%, as llama.cpp's own option takes it)
   --chat-template-name NAME  which of the model's own templates to use: default, tool_use, rag... (with --chat)
   --normalize FORM      Unicode-normalize the prompt first: none (default), nfc, or nfkc (full-width -> half-width)
   --logprobs K          report each token's log-probability and the top K alternatives (needs --json)
@@ -701,10 +702,24 @@ export function chatTemplateNameFrom(values: ParsedValues): string | undefined {
   return name;
 }
 
-/** The --chat-template file's text, if given, named by the flag in errors. */
+/**
+ * The --chat-template (llama.cpp's --chat-template-file) template, if given, named by the flag in
+ * errors: the text itself when it holds Jinja's `{{` or `{%` (llama.cpp's --chat-template and
+ * vLLM's take the text; no file name holds them), else a file's text.
+ */
 export function chatTemplateFrom(values: ParsedValues): ChatTemplateSource | undefined {
-  const file = optionalString(values, "chat-template");
-  if (file === undefined) return undefined;
+  const given = optionalString(values, "chat-template");
+  if (given === undefined) return undefined;
   if (values["chat-template-name"] !== undefined) throw new UsageError("--chat-template-name names one of the model's own templates; --chat-template replaces them: give one of the two");
-  return { source: readTextFile(file, "--chat-template"), where: `--chat-template ${file}` };
+  // the whole template as its name in every error would bury the error
+  if (/\{[{%]/.test(given)) return { source: given, where: "--chat-template's text" };
+  try {
+    return { source: readTextFile(given, "--chat-template"), where: `--chat-template ${given}` };
+  } catch (e) {
+    // llama.cpp's --chat-template also takes its built-in names (chatml, llama3, ...): "no such file" alone misled
+    if (e instanceof Error && !(e instanceof UsageError) && e.message.endsWith(": no such file") && /^[\w-]+$/.test(given)) {
+      throw new Error(`${e.message} (tsllm has no built-in templates such as llama.cpp's ${given}: give a Jinja file or the template's text)`);
+    }
+    throw e;
+  }
 }

@@ -46,7 +46,8 @@ Options:
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/* but /v1/health, and every POST (also read from TSLLM_API_KEY)
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
   --alias NAME          the model id in /v1/models (default: the model file's name)
-  --chat-template FILE  Jinja chat template to use instead of the model's own
+  --chat-template T     Jinja chat template to use instead of the model's own:
+                        a file, or the template itself (text holding {{ or {%, as llama.cpp's own option takes it)
   --chat-template-name NAME  which of the model's own templates every chat uses: default, tool_use, rag...
                         (without it a request with tools gets the model's tool_use template where it has one)
   --chat-template-kwargs JSON  extra chat-template variables for every request, e.g. '{"enable_thinking": false}'
@@ -179,7 +180,9 @@ export async function runServe(argv: string[]): Promise<void> {
   const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }, draftTokensOf({ draftTokens })));
   // (the server is loading until both are loaded; a draft refused fails the start as the model's refusal does)
   const load = draft ? Promise.all([target, draft]).then(([model]) => model) : target;
-  const server = await startServer(load, { ...serverOptions, ...(draft ? { draftModel: draft } : {}) });
+  const server = await startServer(load, { ...serverOptions, ...(draft ? { draftModel: draft } : {}) }).catch((e: unknown) => {
+    throw listenRefusalInFlagWords(e, serverOptions.host, serverOptions.port);
+  });
   process.stderr.write(`tsllm serve: listening on ${server.url} (loading ${modelRef})\n`);
   let loaded;
   try {
@@ -225,6 +228,31 @@ async function loadDraft(model: Model | EmbeddingModel, file: string, options: L
 }
 
 /** the last line of a stop asked for before the model was served (exit 0: a requested stop) */
+/**
+ * A listen that failed in the words of --port / --host (as llama-server's "couldn't bind HTTP server
+ * socket, hostname: H, port: P" names both): Node's "listen EADDRINUSE: address already in use"
+ * named neither, nor what to do. The server's defaults (127.0.0.1, 8080) are said to be defaults.
+ */
+function listenRefusalInFlagWords(e: unknown, host: string | undefined, port: number | undefined): unknown {
+  const h = host ?? "127.0.0.1", p = port ?? 8080;
+  const portFlag = `--port ${p}${port === undefined ? " (the default)" : ""}`, hostFlag = `--host ${h}${host === undefined ? " (the default)" : ""}`;
+  const at = `${h.includes(":") ? `[${h}]` : h}:${p}`;
+  switch ((e as NodeJS.ErrnoException | undefined)?.code) {
+    case "EADDRINUSE":
+      return new Error(`${portFlag}: ${at} is in use (another server listens there); give another --port, or --port 0 for a free one`);
+    case "EACCES":
+      return new Error(`${portFlag}: no permission to listen on ${at} (ports below 1024 need privileges); give a port above 1023`);
+    case "EADDRNOTAVAIL":
+      return new Error(`${hostFlag}: no interface of this machine has that address (127.0.0.1: this machine only; 0.0.0.0: every interface)`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EAI_FAIL":
+      return new Error(`${hostFlag}: the host name does not resolve (${(e as NodeJS.ErrnoException).code}); give an address such as 127.0.0.1, or 0.0.0.0 for every interface`);
+    default:
+      return e;
+  }
+}
+
 const stoppedWhileLoading = (signal: string) => `${signal} while loading the model: stopped before serving`;
 
 /**

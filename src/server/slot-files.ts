@@ -33,6 +33,12 @@ export interface ModelIdentity {
   readonly file: string;
   readonly bytes: number;
   readonly sha256: string;
+  /**
+   * the format its weights were quantized to while loading (serve --quantize), none where they are
+   * the file's: the same file loaded otherwise computes other K/V rows (absent from the files of
+   * 4b8975d, which were saved by a server that may have quantized: taken as none)
+   */
+  readonly quantize?: string;
 }
 
 interface SlotFileHeader {
@@ -184,6 +190,10 @@ export async function readSlotFile(folder: string, filename: string, model: Mode
     if (m.sha256 !== model.sha256 || m.bytes !== model.bytes) {
       throw bad(`was saved by model ${JSON.stringify(m.file)} (${m.bytes} bytes, sha256 ${m.sha256.slice(0, 12)}...), not this server's ${JSON.stringify(model.file)} (${model.bytes} bytes, sha256 ${model.sha256.slice(0, 12)}...): its KV rows mean nothing to this model`);
     }
+    if (m.quantize !== model.quantize) {
+      const loaded = (q: string | undefined) => (q === undefined ? "its weights as the file stores them" : `its weights quantized to ${q} while loading`);
+      throw bad(`was saved by this model file loaded with ${loaded(m.quantize)}, this server has ${loaded(model.quantize)}: its KV rows come from other weights; restore it where the model is loaded the same way`);
+    }
     const differs = (Object.keys(kv) as (keyof KVLayout)[]).filter((k) => header.kv[k] !== kv[k]);
     if (differs.length > 0) throw bad(`was saved with another KV cache layout (${differs.map((k) => `${k} ${String(header.kv[k])}, here ${String(kv[k])}`).join("; ")}): restore it on a server started with the same settings`);
     if (header.byteOrder !== endianness()) throw bad(`was written on a ${header.byteOrder} host; this one is ${endianness()}`);
@@ -212,7 +222,7 @@ export async function readSlotFile(folder: string, filename: string, model: Mode
 /** the header's fields are of their types (a file edited by hand, or another program's) */
 function checkHeader(h: SlotFileHeader, bad: (why: string) => SlotFileError): void {
   const count = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
-  const ok = typeof h === "object" && h !== null && typeof h.model === "object" && h.model !== null && typeof h.model.file === "string" && count(h.model.bytes) && typeof h.model.sha256 === "string"
+  const ok = typeof h === "object" && h !== null && typeof h.model === "object" && h.model !== null && typeof h.model.file === "string" && count(h.model.bytes) && typeof h.model.sha256 === "string" && (h.model.quantize === undefined || typeof h.model.quantize === "string")
     && typeof h.kv === "object" && h.kv !== null && typeof h.byteOrder === "string" && count(h.tokens) && count(h.blocks) && typeof h.payloadSha256 === "string";
   if (!ok) throw bad("has a header without the fields of a tsllm slot file's: it is corrupt");
 }

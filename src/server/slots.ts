@@ -98,7 +98,8 @@ export async function slotAction(model: Model, rawId: string, query: URLSearchPa
     throw invalid("filename", `Invalid filename: ${given}; expected a file name in the slot save folder: 1 to 255 bytes, no / \\ : * ? " < > | or control characters, no "..", no leading or trailing space, no trailing dot`);
   }
   const started = performance.now();
-  const identity = await modelIdentity(model.path);
+  // (the file, and how its weights were loaded: quantized at load, the same file computes other rows)
+  const identity = { ...(await modelIdentity(model.path)), ...(model.loadQuantization === undefined ? {} : { quantize: model.loadQuantization }) };
   const kv = model.engine.kvLayout();
   if (action === "save") {
     const cache = await model.engine.saveSlot(id);
