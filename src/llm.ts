@@ -273,7 +273,8 @@ export class Model {
    * nothing queued). For servers and other callers that interleave many: `events` yields every
    * choice's steps as they happen, each choice's end as an event of its own; `steps` yields them
    * in stream()'s order (choice 0's, then choice 1's, ...); read one of the two. Abort with
-   * `options.signal`. The model's generation defaults are not applied here.
+   * `options.signal`, or leave the events or steps early (break): either ends it, finish reason
+   * "abort". The model's generation defaults are not applied here.
    */
   submit(prompt: Prompt, options: GenerateOptions = {}): GenerationRun {
     this.assertUsable();
@@ -301,8 +302,8 @@ export class Model {
       ...(options.slot !== undefined ? { slot: options.slot } : {}),
     });
     return {
-      events: () => request[Symbol.asyncIterator](),
-      steps: () => orderedSteps(request),
+      events: () => cancelledIfLeft(request, request[Symbol.asyncIterator]()),
+      steps: () => cancelledIfLeft(request, orderedSteps(request)),
       result: async () => this.resultOf(prompt, await request.outcome, t0),
       promptLogprobs: () => request.prompt,
       queued: () => request.scheduledAt === 0 && !request.prefilled,
@@ -462,6 +463,23 @@ async function* orderedSteps(request: EngineRequest): AsyncGenerator<ChoiceStep,
       current++;
     }
   }
+}
+
+/**
+ * `it` (a request's events or steps), whose leaving before the request's end (break, return(),
+ * even before the first step) cancels the request, as leaving stream() does: a reader gone would
+ * otherwise hold it past the backlog limit for good, its slot and KV blocks with it, its result()
+ * never settling and the engine's loop polling for that reader, so the process never exited.
+ */
+function cancelledIfLeft<T>(request: EngineRequest, it: AsyncGenerator<T, void>): AsyncGenerator<T, void> {
+  const read = async function* (): AsyncGenerator<T, void> {
+    try {
+      yield* it;
+    } finally {
+      request.cancel();
+    }
+  };
+  return cancelOnEarlyExit(read(), () => request.cancel());
 }
 
 /** how the options ask for tokens to be chosen */

@@ -84,3 +84,43 @@ test("stories260K: stream() refuses a bad option at the call, nothing queued; a 
     model.dispose();
   }
 });
+
+test("stories260K: leaving submit()'s events() or steps() early cancels the request, freeing its slot, as leaving stream() does", { skip: skipWithoutShared(MODEL) }, async () => {
+  // before, a reader gone left its events piling up: past the backlog limit the request waited for
+  // it for good, holding its slot and KV blocks; result() never settled, the next request on a
+  // one-sequence engine never ran, and the engine's loop polled for the reader, so the process never exited
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 256, threads: 1, maxSequences: 1 });
+  // (a bound on a wait that, broken, is forever: the failure names it instead of hanging the run)
+  const settled = async <T>(p: Promise<T>, what: string): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const never = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} never settled`)), 30_000)));
+    try {
+      return await Promise.race([p, never]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  try {
+    for (const read of ["events", "steps"] as const) {
+      const run = model.submit("Once upon a time", { temperature: 0, maxTokens: 200, ignoreEos: true });
+      let seen = 0;
+      for await (const _ of run[read]()) if (++seen === 3) break;
+      const r = await settled(run.result(), `${read}(): the result after a break`);
+      assert.equal(r.finishReason, "abort", read);
+      assert.ok(r.completionTokens.length < 200, `${read}: cancelled, not run to its 200 tokens`);
+      assert.deepEqual([model.engine.stats.running, model.engine.stats.kv.blocksInUse], [0, 0], `${read}: its slot and blocks are free`);
+    }
+    // left before its first event: cancelled too, and the one slot serves the next request
+    const unread = model.submit("Once upon a time", { temperature: 0, maxTokens: 200, ignoreEos: true });
+    await unread.events().return();
+    assert.equal((await settled(unread.result(), "an unread run's result")).finishReason, "abort");
+    const next = await settled(model.generate("Lily", { temperature: 0, maxTokens: 4 }), "the next request");
+    assert.equal(next.finishReason, "length");
+    // read to its end, a run is not cancelled
+    const whole = model.submit("Lily", { temperature: 0, maxTokens: 4 });
+    for await (const _ of whole.steps());
+    assert.deepEqual((await whole.result()).completionTokens, next.completionTokens);
+  } finally {
+    model.dispose();
+  }
+});

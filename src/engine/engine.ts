@@ -496,6 +496,7 @@ export class Engine {
     }
     const scheduler = this.ensureScheduler();
     const request = new EngineRequest(this.nextId++, params, strategy);
+    request.onCancel = () => this.wake();
     scheduler.admissible(request);
     scheduler.waiting.push(request);
     const signal = params.signal;

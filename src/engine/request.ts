@@ -108,6 +108,9 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   private outcomeValue: RequestOutcome | undefined;
   private failure: unknown;
   private settled = false;
+  private cancelled = false;
+  /** set by the engine: wakes its loop to sweep the request out when it is cancelled */
+  onCancel: (() => void) | undefined;
   /** resolves with the outcome (or rejects with the engine's error) when the request ends */
   readonly outcome: Promise<RequestOutcome>;
   /** resolves with promptLogprobs once the prompt is computed (or the request has ended before) */
@@ -128,7 +131,18 @@ export class EngineRequest implements AsyncIterable<RequestEvent>, StrategyReque
   }
 
   get aborted(): boolean {
-    return this.params.signal?.aborted === true;
+    return this.cancelled || this.params.signal?.aborted === true;
+  }
+
+  /**
+   * Ends the request as its signal's abort would (finish reason "abort"): for a caller that left
+   * its events (Model.submit's events() or steps() left early), whose request would otherwise wait
+   * for a reader forever past the backlog limit, holding its slot and KV blocks. No-op once ended.
+   */
+  cancel(): void {
+    if (this.settled || this.cancelled) return;
+    this.cancelled = true;
+    this.onCancel?.();
   }
 
   /** preempted after its prefill: some of its sequences' tokens so far are still to be recomputed (RunningSequence.recomputing) */
