@@ -163,6 +163,31 @@ test("text-classification: a pair cut to the room classifies what transformers' 
   }
 });
 
+/**
+ * transformers takes batch_size at a call (Pipeline.__call__; the oracle's own `clf(texts,
+ * batch_size=8)`) and max_length as a tokenizer kwarg; tsllm's encoder pipelines take them when
+ * they are made: a call giving one is told so, not only "unknown option"
+ */
+test("encoder pipelines: batchSize / maxLength at a call are told to go to pipeline()", { skip }, async () => {
+  const O = `${SHARED}/hf-oracle`;
+  const tasks = [["text-classification", "bert-uncased-sst", "fine"], ["token-classification", "bert-ner", "Berlin"], ["fill-mask", "bert-uncased-mlm", "a [MASK]"], ["feature-extraction", "bert-uncased-sst", "fine"]] as const;
+  for (const [task, model, input] of tasks) {
+    const p = (await pipeline(task, `${O}/${model}`, { threads: 1 })) as unknown as ((x: string, o: object) => Promise<unknown>) & { dispose(): void };
+    try {
+      for (const [key, name] of [["batchSize", "batchSize"], ["batch_size", "batchSize"], ["maxLength", "maxLength"], ["max_length", "maxLength"]]) {
+        const told = new RegExp(`^OptionError: ${task}: "${key}" is not a call's option: ${name} is the pipeline's own, given when it is made \\(pipeline\\("${task}", model, \\{ ${name}: \\.\\.\\. \\}\\)\\); a call takes `);
+        await assert.rejects(p(input, { [key]: 8 }), told, `${task} ${key}`);
+      }
+    } finally {
+      p.dispose();
+    }
+  }
+  // where they go, they are taken
+  const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, batchSize: 8, maxLength: 128 });
+  assert.equal((await clf(["fine", "good"])).length, 2);
+  clf.dispose();
+});
+
 test("WordPiece offsets: accents, CJK, [UNK], code points beyond the BMP", () => {
   const o = { lowercase: true, stripAccents: true, chineseChars: true, prefix: "##", unkPiece: "[UNK]" };
   assert.deepEqual(wordPieceOffsets("Élysée 自然", ["elysee", "自", "然"], o), [[0, 6], [7, 8], [8, 9]]);

@@ -1,5 +1,5 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
+import { encoderCallOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
 
 export interface FeatureExtractionOptions {
   /**
@@ -27,7 +27,7 @@ export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtrac
   truncationOf(TASK, withDefaults(defaults, {}).truncation);
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
-    const options = withDefaults(defaults, knownOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
+    const options = withDefaults(defaults, encoderCallOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
     truncationOf(TASK, options.truncation);
     const out = await runner.run(runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", options.truncation, warn));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);

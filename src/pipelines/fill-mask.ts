@@ -1,7 +1,7 @@
 import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, knownOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
+import { describe, encoderCallOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -90,7 +90,7 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
   settings(withDefaults(defaults, {}), true);
 
   return async (input: string | readonly string[], given?: FillMaskOptions): Promise<unknown> => {
-    const own = knownOptions(TASK, given, FILL_MASK_OPTIONS);
+    const own = encoderCallOptions(TASK, given, FILL_MASK_OPTIONS);
     // the pipeline's own targets were warned of when it was made, a call's are at each call (transformers' _sanitize_parameters)
     const { k, targets, truncation } = settings(withDefaults(defaults, own), own.targets !== undefined && own.targets !== null);
     const texts = textsOf(TASK, input);

@@ -1,4 +1,4 @@
-import { checkFlags, checkOptionKeys } from "../units/index.js";
+import { checkFlags, checkOptionKeys, OptionError } from "../units/index.js";
 
 /**
  * Checks of what a pipeline is called with, shared by every task: a value of the wrong kind is
@@ -33,6 +33,26 @@ export function knownOptions<T extends object>(task: string, options: T | undefi
   if (!isObject(options)) throw inputError(task, "an options object", options, "options");
   checkOptionKeys(options, known, task);
   return options;
+}
+
+/**
+ * transformers takes batch_size (Pipeline.__call__) and a tokenizer's max_length (the encoder
+ * pipelines' tokenizer kwargs) at a call; tsllm's encoder pipelines take batchSize and maxLength
+ * when they are made (the runner's batches and window). Their names at a call, either spelling.
+ */
+const MADE_WITH: Readonly<Record<string, string>> = { batchSize: "batchSize", batch_size: "batchSize", maxLength: "maxLength", max_length: "maxLength" };
+
+/**
+ * An encoder task's call options, checked as knownOptions; one the pipeline takes when it is made
+ * (MADE_WITH) is told where it goes, where "unknown option" would leave the caller guessing.
+ */
+export function encoderCallOptions<T extends object>(task: string, options: T | undefined, known: readonly string[]): T {
+  const made = isObject(options) ? Object.keys(options).find((k) => Object.hasOwn(MADE_WITH, k)) : undefined;
+  if (made !== undefined) {
+    const name = MADE_WITH[made]!;
+    throw new OptionError(`${task}: ${JSON.stringify(made)} is not a call's option: ${name} is the pipeline's own, given when it is made (pipeline("${task}", model, { ${name}: ... })); a call takes ${known.join(", ")}`, made);
+  }
+  return knownOptions(task, options, known);
 }
 
 /** a string or a list of strings, as a list (token-classification, fill-mask, feature-extraction) */

@@ -1,7 +1,7 @@
 import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { inputError, isObject, knownOptions, truncationOf, withDefaults } from "./inputs.js";
+import { encoderCallOptions, inputError, isObject, truncationOf, withDefaults } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /**
@@ -111,7 +111,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
   };
 
   return async (input: TextClassificationInput | readonly TextClassificationInput[], given?: TextClassificationOptions): Promise<unknown> => {
-    const call = knownOptions(TASK, given, TEXT_CLASSIFICATION_OPTIONS);
+    const call = encoderCallOptions(TASK, given, TEXT_CLASSIFICATION_OPTIONS);
     const { topK, fn, truncation } = settings(withDefaults(defaults, call, NULL_IS_VALUE));
     const list = Array.isArray(input) ? (input as readonly TextClassificationInput[]) : [input as TextClassificationInput];
     const enc = runner.encode(TASK, list.map((x, i) => inputOf(x, Array.isArray(input) ? i : undefined)), Array.isArray(input), truncation, warn);

@@ -2,7 +2,7 @@ import type { HFTokenizer } from "../tokenizer/hf/hf-tokenizer.js";
 import { assembleModelInput, inputTemplateOf, type ModelInput, type Offset } from "../tokenizer/index.js";
 import { checkFlags, OptionError, shownValue } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, inputError, knownOptions, textsOf, withDefaults } from "./inputs.js";
+import { describe, encoderCallOptions, inputError, textsOf, withDefaults } from "./inputs.js";
 import { argmax, softmax } from "./math.js";
 
 export type AggregationStrategy = "none" | "simple" | "first" | "average" | "max";
@@ -282,7 +282,7 @@ export function tokenClassification(runner: EncoderRunner, defaults: TokenClassi
   };
 
   return async (input: string | readonly string[] | readonly (readonly string[])[], options?: TokenClassificationOptions): Promise<unknown> => {
-    const given = knownOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS);
+    const given = encoderCallOptions("token-classification", options, TOKEN_CLASSIFICATION_OPTIONS);
     const checked = settings(withDefaults(defaults, given));
     refuseStrideWithNone(given);
     const { inputs, single } = inputsOf(input, checked.words);
