@@ -12,6 +12,7 @@ import { loadModel, loadModelForOneRequest, loadPlanRequest } from "../src/llm.j
 import { loadDraftBeside } from "../src/cli/generate.js";
 import { openModel } from "../src/models/index.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
+import { formatBytes } from "../src/units/index.js";
 import { tinyLlama, writeRandomModel } from "../src/testing/index.js";
 import { spawnServe } from "./helpers/serve.js";
 import { PROJECT_ROOT, skipWithoutShared } from "./helpers/shared.js";
@@ -445,22 +446,27 @@ test("generate's KV refusal proposes only a cache type that stores fewer bytes a
   assert.doesNotMatch(smallest.stderr, /--cache-type/);
 });
 
-test("generate --draft-model below the memory margin: the pool holds the draft model's cache beside the request's context where all of the free memory does (a warning), as generate without a draft runs", { skip: SKIP, timeout: 240_000 }, async () => {
+test("generate --draft-model below the memory margin: the pool holds the request's context and a round's proposal past it where all of the free memory does (a warning), the draft's own planned pool counted once, beside it, not again in the pool", { skip: SKIP, timeout: 240_000 }, async () => {
   await ready;
   // the judge for the per-token bytes: node-llama-cpp's reading of the header (f32 K and V)
   const { perToken } = await judgedSizes();
   const cli = (args: string[], env: NodeJS.ProcessEnv) => run(process.execPath, ["--import", "tsx", CLI, ...args], { cwd: PROJECT_ROOT, env }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
-  // free = the plan at 512, one context more (the draft's cache counts in the pool) and the draft's
-  // own plan (the same file: its weights, scratch and the draft cache its request takes, a context
-  // and a block), a 1 GiB margin: the default pool keeps one context
+  // free = the plan at 512, one context more and the draft's own plan (the same file: its weights,
+  // scratch and the draft pool the engine keeps for it, a context and a block), a 1 GiB margin:
+  // the default pool keeps one context
   const draftPlan = planMemory({ ...request(512), kvCacheBytes: 33 * 16 * perToken }).totalBytes;
-  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(planMemory(request(512)).totalBytes + 512 * perToken + draftPlan), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
-  const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "300", "--ignore-eos", "--temperature", "0", "--seed", "1", "--json", "--no-warmup"];
+  const available = planMemory(request(512)).totalBytes + 512 * perToken + draftPlan;
+  const env = { ...process.env, TSLLM_AVAILABLE_MEMORY: String(available), TSLLM_MEMORY_MARGIN: String(2 ** 30) };
+  // a request that fills the context (its prompt and 512 tokens, cut at the context's 512)
+  const gen = ["generate", "--model", FILE, "--ctx-size", "512", "--backend", "reference", "--prompt", "Once", "--max-tokens", "512", "--ignore-eos", "--temperature", "0", "--seed", "1", "--json", "--no-warmup"];
   // the judge: the same request without a draft runs in that one context (and llama.cpp gives a draft its own context)
   const plain = await cli(gen, env);
   assert.equal(plain.code, 0, plain.stderr);
-  // the draft (the same file: a context of the same bytes) counts in the pool: 300 tokens and the
-  // draft's cache of them are more than one context, which refused it before
+  // drafting (8 tokens a round, generate's default), the request's own rows are its 512 positions
+  // and a round's proposal past them: 8 + 1 positions, one block, and the block it may start
+  // mid-way, 2 blocks (by hand): 544 tokens, which a pool of one context refuses. The draft's
+  // cache is in its own pool, counted once in draftPlan; counted in this pool too (a context of
+  // the same bytes), the pool took 2 contexts, 1024 tokens, of the memory the margin keeps
   const drafted = await cli([...gen, "--draft-model", FILE], env);
   assert.equal(drafted.code, 0, drafted.stderr);
   const out = JSON.parse(drafted.stdout) as { completion: string; speculative?: unknown };
@@ -468,7 +474,10 @@ test("generate --draft-model below the memory margin: the pool holds the draft m
   assert.equal(out.completion, (JSON.parse(plain.stdout) as { completion: string }).completion, "greedy: the draft changes no token");
   const lines = drafted.stderr.trim().split("\n");
   assert.equal(lines.length, 1, drafted.stderr);
-  assert.match(lines[0]!, /^tsllm: warning: .*m\.gguf: the KV pool for one speculative request \(its context and the draft model's KV cache, which counts in the pool\) holds 1024 tokens \(2 full contexts of 512\), which leaves [\d.]+ [kMG]?B free, less than the 1\.07 GB memory margin/);
+  // what it leaves free: the free memory less the model's weights and scratch, the draft's plan
+  // and the pool of 544 tokens: 512 + 512 - 544 = 480 tokens' bytes (by hand)
+  const left = formatBytes(480 * perToken).replace(/\./g, "\\.");
+  assert.match(lines[0]!, new RegExp(`^tsllm: warning: .*m\\.gguf: the KV pool for one speculative request \\(its context and a round's proposal past it; the draft model's KV cache has its own pool, planned beside\\) holds 544 tokens \\(1 full context of 512\\), which leaves ${left} free, less than the 1\\.07 GB memory margin`));
   // free = the plan alone: no room for the draft beside the pool's one context, refused in one line
   // by the model's plan, which counts the draft (one account), naming it and what makes it smaller; it
   // does not propose a smaller --memory-margin: the judge, --memory-margin 0, is refused the same

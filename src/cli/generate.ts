@@ -254,8 +254,8 @@ export async function runGenerate(argv: string[]): Promise<number | undefined> {
   // a hub reference is downloaded here, where Ctrl-C stops it as it stops tsllm download
   const { path, options: loadOptions } = await withTrainedContext(await resolveInterruptibly("generate", modelPath), loadFlags);
   const draftFile = draftPath === undefined ? undefined : await modelNamedBy("generate", "--draft-model", draftPath);
-  // a speculative request's draft cache counts in the target's pool: room for it as for a width;
-  // and the draft's weights, scratch and cache come off what the pool may take (one account)
+  // a speculative request's pool holds its context and a round's proposal past it; the draft's
+  // weights, scratch and planned draft pool come off what the pool may take (one account)
   const draftOptions = { ...loadOptions, quantize: draftQuantize };
   // (the one load plans both, opening the draft's header: a draft that fails there is named by its flag)
   const model = await loadModelForOneRequest(path, loadOptions, width, draftFile === undefined ? undefined : { ref: draftFile, options: draftOptions, draftTokens: draftTokensOf(options) })
@@ -323,7 +323,7 @@ export function flagOf(option: string): string {
  * error (exit 2) naming the flag, in the flags' words (refusalInTerms, as serve words them in
  * its own): a KV cache too small names what the command line sizes it by. `widthFlag`: the
  * flag that made the request wide (--n, --num-beams), which a smaller value of also fits;
- * `speculative`: a request drafting with --draft-model, whose pool holds the draft's cache too;
+ * `speculative`: a request drafting with --draft-model, whose pool holds a round's proposal past the context too;
  * `smallerCache`: the cache types that store the loaded cache in fewer bytes a token
  * (smallerCacheFlags), none where it is already as small as it goes. Other errors pass through.
  */
@@ -335,7 +335,7 @@ export function asUsageError(e: unknown, { widthFlag, speculative, smallerCache,
     // the CLI's pool: what is free less the margin, at least one context. A wide request's pool
     // (loadModelForOneRequest) is already what all of the free memory holds, its width at most
     // (kvPoolBytes): the margin is given up, so a smaller --memory-margin adds nothing to it; so is
-    // a speculative request's (its context and the draft's cache)
+    // a speculative request's (its context and a round's proposal past it)
     kvCacheTooSmall: widthFlag !== undefined || speculative
       ? `lower --max-tokens${widthFlag ? ` or ${widthFlag}` : ""}${smallerCache ? `, or make the KV cache smaller per token: ${smallerCache}` : ""}`
       : `lower --max-tokens, or leave the KV cache more memory: a smaller --memory-margin${smallerCache ? `, or ${smallerCache}` : ""}`,
@@ -640,8 +640,8 @@ export function refuseForeignDraft(model: Model, draft: Model, file: string): vo
  * into; a given figure, less all of the model's plan). The draft's own engine gets a pool of one
  * block, never used: a speculative request's draft cache comes from the pool the model's engine
  * keeps for the draft, of the planned size (Engine.planDraftCache; a request it has no room for
- * decodes without drafting), its rows counted in the model's budget (Engine.draftCache). generate's
- * model was planned with the draft beside it (loadModelForOneRequest), so its pool left this room.
+ * decodes without drafting), its own room, not charged to the model's pool. generate's model was
+ * planned with the draft beside it (loadModelForOneRequest), so its pool left this room.
  * (`draftTokens`: the tokens a round proposes, which the draft cache holds past the context).
  * Loaded at the model's context, one sequence;
  * refused in one line naming --draft-model and `lower` (the flags that size the model's pool);

@@ -7,5 +7,5 @@ export type { KVLayout, SlotCache, SlotState, SlotTask } from "./slots.js";
 export type { ChoiceOutcome, Strategy, StrategyHost, StrategyRequest } from "./strategy.js";
 export { completionDecoder, completionText } from "./completion-text.js";
 export { RequestError, refusalInTerms, type RefusalTerms } from "./errors.js";
-export { defaultDraftTokens } from "./request-checks.js";
+export { defaultDraftTokens, speculativeExtraBlocks } from "./request-checks.js";
 export { AUTO_CONTEXT_FLOOR, autoContextSize, AVAILABLE_MEMORY_ENV, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MEMORY_MARGIN, kvPoolBytes, largestFittingContext, MEMORY_MARGIN_ENV, memoryBeside, memoryMarginBytes, outgrownKvBlocks, planDraft, planFits, planMemory, WASM_MEMORY_BYTES, WORKER_BYTES, type LoadedMemory, type MemoryPlan, type PlanRequest, type PlanShape } from "./memory-plan.js";

@@ -212,15 +212,18 @@ export function planMemory(r: PlanRequest): MemoryPlan {
  * is loaded for (generate's --n / --num-beams): room for that many contexts (within the default)
  * where all of the free memory holds them, the margin given up for them (as llama.cpp's fit keeps
  * --fit-ctx per sequence, n_ctx_min x n_seq_max, and loads with a warning when its target cannot be
- * met; bytesWithPool says what is then left free). A fractional width counts a speculative
- * request's draft-model cache in the target's contexts (it takes the same pool).
+ * met; bytesWithPool says what is then left free). `extraBlocks`: the blocks that request holds
+ * past its contexts, the margin given up for them the same way (a speculative request's proposal
+ * past the context, speculativeExtraBlocks; a draft model's own pool is not in this pool but beside
+ * it, `p.besideBytes` from planDraft, as the engine keeps it apart).
  */
-export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, margin = 0, width = 1): number {
+export function kvPoolBytes(r: PlanRequest, p: MemoryPlan, available: number, margin = 0, width = 1, extraBlocks = 0): number {
   const perBlock = DEFAULT_BLOCK_SIZE * kvBytesPerToken(r.shape, r.kvCacheTypes);
   const oneContext = Math.ceil(r.contextSize / DEFAULT_BLOCK_SIZE);
   const cap = Math.min(defaultKvBlocks(r.contextSize, kvBytesPerToken(r.shape, r.kvCacheTypes), r.maxSequences ?? DEFAULT_MAX_SEQUENCES), maxBufferBlocks(r));
   const free = (keep: number) => Math.floor((available - keep - p.weightBytes - p.scratchBytes - p.besideBytes) / perBlock);
-  const wide = width > 1 ? largestPool(r, Math.min(cap, Math.ceil(width * oneContext)), free(0)) : 0;
+  const request = Math.ceil(width * oneContext) + extraBlocks;
+  const wide = request > oneContext ? largestPool(r, Math.min(cap, request), free(0)) : 0;
   return Math.max(oneContext, largestPool(r, cap, free(margin)), wide) * perBlock;
 }
 
