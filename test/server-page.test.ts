@@ -186,6 +186,57 @@ test("a screen reader hears the replies: the conversation is a polite live regio
   await page.close();
 });
 
+/** WCAG 2's relative luminance of a CSS rgb()/rgba() colour */
+function luminance(css: string): number {
+  const [r, g, b] = css.match(/[\d.]+/g)!.slice(0, 3).map((v) => {
+    const c = Number(v) / 255;
+    return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r! + 0.7152 * g! + 0.0722 * b!;
+}
+
+/** WCAG 2's contrast ratio of the text in `selector` on what is behind it (the nearest opaque background up its ancestors) */
+async function contrast(page: Page, selector: string): Promise<{ ratio: number; background: number }> {
+  // (no function declared inside: tsx would wrap it in a __name() the page does not have)
+  const [fg, bg] = await page.locator(selector).first().evaluate((el: any) => {
+    const g = globalThis as any;
+    let behind = el;
+    while (behind && /^rgba\(.*, 0\)$|^transparent$/.test(g.getComputedStyle(behind).backgroundColor)) behind = behind.parentElement;
+    return [g.getComputedStyle(el).color, behind ? g.getComputedStyle(behind).backgroundColor : "rgb(255, 255, 255)"];
+  });
+  const [a, b] = [luminance(fg), luminance(bg)].sort((x, y) => y - x);
+  return { ratio: (a! + 0.05) / (b! + 0.05), background: luminance(bg) };
+}
+
+test("dark mode follows the system's (prefers-color-scheme), and every text, in light and dark, is at least 4.5:1 on its background (WCAG AA)", { skip }, async () => {
+  for (const scheme of ["light", "dark"] as const) {
+    const page = await browser.newPage({ colorScheme: scheme });
+    await page.goto(s.url);
+    await page.fill("#max-tokens", "8");
+    await page.fill("#system", "Tell a story.");
+    await page.fill("#input", "Once upon a time");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant .stats");
+    await page.fill("#max-tokens", "5000");  // past the context (2048): the error line shows
+    await page.fill("#input", "more");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => document.getElementById("error")!.textContent !== "");
+    const page_ = await contrast(page, "body");
+    if (scheme === "dark") {
+      assert.ok(page_.background < 0.05, `dark mode: the page's background is dark (luminance ${page_.background.toFixed(3)})`);
+      // the browser's own controls too (color-scheme): no white message box on a dark page
+      const box = await contrast(page, "#input");
+      assert.ok(box.background < 0.1, `dark mode: the message box is dark (luminance ${box.background.toFixed(3)})`);
+    }
+    else assert.ok(page_.background > 0.8, `light mode: the page's background is light (luminance ${page_.background.toFixed(3)})`);
+    for (const selector of ["body", "header h1", "aside label", "#system", "#input", "li.user .content", "li.user .actions button", "li.assistant .content", "li.assistant .stats", "li.assistant .actions button", "#error"]) {
+      const { ratio } = await contrast(page, selector);
+      assert.ok(ratio >= 4.5, `${scheme}: ${selector}'s text is ${ratio.toFixed(2)}:1 on its background`);
+    }
+    await page.close();
+  }
+});
+
 test("a turn whose request fails is taken back: no empty reply, no NaN stats, its text back in the input, not sent again", { skip }, async () => {
   const { page } = await openPage();
   const bodies = chatBodies(page);
