@@ -119,7 +119,7 @@ test("README's maxTokens default is the one generate uses", { skip: skipWithoutS
 test("`tsllm generate --json` and `tokenize --json` print the keys README and --help document", { skip: skipWithoutShared(STORIES) }, async () => {
   const model = sharedFile(STORIES)!;
   const documented = documentedKeys(readme, "`--json` prints one object");
-  assert.deepEqual(documented, documentedKeys(COMMANDS.generate!.help, "--json"), "README and generate --help document the same object");
+  assert.deepEqual(documented, documentedKeys(COMMANDS.generate!.help, "\n  --json "), "README and generate --help document the same object");
   const g = await runTsllm(["generate", "--model", model, "--prompt", "Once", "--max-tokens", "2", "--json"]);
   assert.equal(g.code, 0, g.stderr);
   // finishDetail comes with finishReason "length", as both say
