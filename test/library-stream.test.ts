@@ -108,7 +108,7 @@ test("stories260K: leaving submit()'s events() or steps() early cancels the requ
       const r = await settled(run.result(), `${read}(): the result after a break`);
       assert.equal(r.finishReason, "abort", read);
       assert.ok(r.completionTokens.length < 200, `${read}: cancelled, not run to its 200 tokens`);
-      assert.deepEqual([model.engine.stats.running, model.engine.stats.kv.blocksInUse], [0, 0], `${read}: its slot and blocks are free`);
+      assert.deepEqual([model.engine.stats.running, model.engine.stats.kv?.blocksInUse], [0, 0], `${read}: its slot and blocks are free`);
     }
     // left before its first event: cancelled too, and the one slot serves the next request
     const unread = model.submit("Once upon a time", { temperature: 0, maxTokens: 200, ignoreEos: true });
@@ -121,6 +121,43 @@ test("stories260K: leaving submit()'s events() or steps() early cancels the requ
     for await (const _ of whole.steps());
     assert.deepEqual((await whole.result()).completionTokens, next.completionTokens);
   } finally {
+    model.dispose();
+  }
+});
+
+test("stories260K: concurrent calls sharing one AbortSignal put one listener on it, so Node warns of no leak; aborting it ends them all", { skip: skipWithoutShared(MODEL) }, async () => {
+  // before, each generate / stream / chat call added a listener of its own to the caller's signal:
+  // a dozen concurrent calls under one AbortSignal.timeout printed "MaxListenersExceededWarning:
+  // Possible EventTarget memory leak detected. 11 abort listeners added to [AbortSignal]"
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, threads: 1 });
+  const warnings: Error[] = [];
+  const onWarning = (w: Error) => warnings.push(w);
+  process.on("warning", onWarning);
+  try {
+    const shared = new AbortController();
+    const options = { temperature: 0, maxTokens: 4, signal: shared.signal };
+    const calls = [
+      ...Array.from({ length: 12 }, (_, i) => model.generate(`Lily ${i}`, options)),
+      ...Array.from({ length: 4 }, () => model.chat([{ role: "user", content: "Hi" }], { ...options, chatTemplate: "{{ messages[0].content }}" })),
+    ];
+    const streams = Array.from({ length: 4 }, (_, i) => model.stream(`Ben ${i}`, options));
+    // (the calls queued, each linked to the signal)
+    await new Promise((r) => setImmediate(r));
+    assert.equal(getEventListeners(shared.signal, "abort").length, 1, "one listener for all the calls");
+    for (const s of streams) calls.push((async () => { let r = await s.next(); while (!r.done) r = await s.next(); return r.value; })());
+    const results = await Promise.all(calls);
+    assert.ok(results.every((r) => r.finishReason === "length"));
+    assert.equal(getEventListeners(shared.signal, "abort").length, 0, "none once they ended");
+    // the one listener still reaches every call: an abort ends them all
+    const stop = new AbortController();
+    const running = Array.from({ length: 12 }, (_, i) => model.generate(`Once ${i}`, { temperature: 0, maxTokens: 100, ignoreEos: true, signal: stop.signal }));
+    stop.abort();
+    assert.deepEqual((await Promise.all(running)).map((r) => r.finishReason), new Array(12).fill("abort"));
+    assert.equal(getEventListeners(stop.signal, "abort").length, 0);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(warnings.filter((w) => w.name === "MaxListenersExceededWarning").map((w) => w.message), []);
+  } finally {
+    process.off("warning", onWarning);
     model.dispose();
   }
 });
