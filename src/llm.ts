@@ -1,5 +1,5 @@
 import { chatFormatterFor, checkChatArguments, type ChatTemplateChoice, mapContentText, withSystem, type ChatFormatter, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
-import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planDraft, planFits, planMemory, type Admission, type LoadedMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
+import { autoContextSize, availableMemoryBytes, bytesWithPool, checkMemoryPlan, DEFAULT_MAX_SEQUENCES, Engine, exclusive, kvPoolBytes, memoryMarginBytes, planDraft, planFits, planMemory, speculativeExtraBlocks, type Admission, type LoadedMemory, type Decoding, type EngineRequest, type PlanRequest, type RequestEvent, type RequestOutcome } from "./engine/index.js";
 import type { GGUFMetadata } from "./formats/index.js";
 import { cpuCount } from "./platform/host.js";
 import {
@@ -91,7 +91,7 @@ export interface LoadModelOptions {
    */
   memoryMargin?: number;
   /**
-   * bytes of KV cache shared by all running generations (a speculative request's draft-model cache counts too), allocated once at the first one
+   * bytes of KV cache shared by all running generations (a speculative request's draft-model cache counts too, unless its pool is planned: Engine.planDraftCache), allocated once at the first one
    * (default: room for maxSequences full contexts, at most 1/8 of RAM and 2 GiB, at least one context)
    */
   kvCacheBytes?: number;
@@ -545,8 +545,8 @@ export async function loadModelForOneRequest(ref: string, options: LoadModelOpti
 
 /**
  * The one request a load is made for (loadModelForOneRequest): its sequences, and the draft model
- * (a file or Hub reference) a speculative request drafts with, whose KV cache the engine counts
- * in the pool beside the request's own (Engine: the draft's blocks in the target's)
+ * (a file or Hub reference) a speculative request drafts with, whose KV cache lives in a pool of
+ * its own beside the model's, of its planned size (planDraft, Engine.planDraftCache)
  */
 interface OneRequest {
   readonly width: number;
@@ -577,7 +577,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     const headDim = decoderShape(opened.metadata)?.headDim;
     if (headDim !== undefined) checkCacheTypes(kvCacheTypesOf(options), headDim);
     // (the draft's header read once, for both plans)
-    const request = contextsOf(opened, options, oneRequest);
+    const request = contextsOf(oneRequest);
     return { opened, planned: planContextSize(opened, options, undefined, request, warn), request };
   });
   const { path, tokenizer, metadata } = opened;
@@ -676,7 +676,7 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   const pool = (contextSize: number) => {
     const at = { ...r, contextSize };
     const plan = planMemory(at);
-    const bytes = kvPoolBytes(at, plan, available, margin, request.contexts);
+    const bytes = kvPoolBytes(at, plan, available, margin, request.contexts, request.extraBlocks);
     if (bytes > kvPoolBytes(at, plan, available, margin)) warnMarginGivenUp(opened.path, bytes / (DEFAULT_BLOCK_SIZE * kvBytesPerToken(at.shape, at.kvCacheTypes)) * DEFAULT_BLOCK_SIZE, contextSize, request, available - bytesWithPool(at, plan, bytes), margin, warn);
     return bytes;
   };
@@ -699,37 +699,37 @@ function planContextSize(opened: OpenedModel, options: LoadModelOptions, maxBuff
   return { kvCacheBytes: pool, budgetFits, residentBytes };
 }
 
-/** the contexts the default pool holds for one request (contextsOf), and the draft model loaded beside it */
+/** the contexts the default pool holds for one request (contextsOf), the blocks it adds past them, and the draft model loaded beside it */
 interface Contexts {
   readonly contexts: number;
+  /** blocks past the contexts (kvPoolBytes' extraBlocks): a speculative round's proposal past the context */
+  readonly extraBlocks?: number;
   readonly speculative: boolean;
   readonly beside?: PlanRequest["beside"];
 }
 
 /**
  * The contexts the default pool holds for one request where all of the free memory does: its
- * width, and with a draft model the draft's KV cache of a context in the target's bytes (a draft
- * whose header gives no KV shape counts as a context of the target's)
+ * width, and for a speculative request the proposal its rounds write past the context (its own
+ * rows: the engine's worst case of it, speculativeExtraBlocks). A draft model's KV cache is not
+ * in this pool: the engine keeps it in a pool of its own, of its planned size (planDraft,
+ * Engine.planDraftCache), which this plan counts once, beside (as serve's plan counts it):
+ * counted in the pool too, a draft of the model's own shape took a second context there
  */
-function contextsOf(opened: OpenedModel, options: LoadModelOptions, { width, draft }: OneRequest): Contexts {
+function contextsOf({ width, draft }: OneRequest): Contexts {
   if (draft === undefined) return { contexts: width, speculative: false };
-  const perToken = (metadata: GGUFMetadata) => {
-    const shape = decoderShape(metadata);
-    return shape?.headCountKv === undefined || shape.headDim === undefined ? undefined : kvBytesPerToken({ ...shape, headCountKv: shape.headCountKv, headDim: shape.headDim }, kvCacheTypesOf(options));
-  };
-  const target = perToken(opened.metadata);
   const draftOpened = openModel(draft.ref);
-  const drafted = perToken(draftOpened.metadata);
   // the draft's weights, scratch and draft cache at each context the plan tries (planDraft), as loadDraftBeside plans it
   const draftAt = (contextSize: number) => loadPlanRequest(draftOpened, { ...draft.options, maxSequences: 1, kvCacheBytes: undefined }, contextSize);
   const beside = draftAt(1) && { what: `--draft-model ${draft.ref}`, smaller: "a smaller --draft-model (or --draft-quantize)", bytesAt: (contextSize: number) => planDraft(draftAt(contextSize)!, draft.draftTokens).totalBytes };
-  return { contexts: width + (target === undefined || drafted === undefined ? 1 : drafted / target), speculative: true, ...(beside ? { beside } : {}) };
+  // (the proposal's blocks depend on the draft tokens alone, not on the prompt or room)
+  return { contexts: width, extraBlocks: speculativeExtraBlocks(0, 0, draft.draftTokens, DEFAULT_BLOCK_SIZE), speculative: true, ...(beside ? { beside } : {}) };
 }
 
 /** the warning of a default KV pool sized for one request's contexts into the memory margin (kvPoolBytes) */
 function warnMarginGivenUp(path: string, poolTokens: number, contextSize: number, request: { contexts: number; speculative: boolean }, left: number, margin: number, warn: ((message: string) => void) | undefined): void {
   const contexts = Math.floor(poolTokens / (Math.ceil(contextSize / DEFAULT_BLOCK_SIZE) * DEFAULT_BLOCK_SIZE));
-  const what = request.speculative ? "one speculative request (its context and the draft model's KV cache, which counts in the pool)" : `one request of ${request.contexts} sequences (n / numBeams)`;
+  const what = request.speculative ? "one speculative request (its context and a round's proposal past it; the draft model's KV cache has its own pool, planned beside)" : `one request of ${request.contexts} sequences (n / numBeams)`;
   warn?.(`${path}: the KV pool for ${what} holds ${poolTokens} tokens (${contexts} full context${contexts === 1 ? "" : "s"} of ${contextSize}), which leaves ${formatBytes(Math.max(0, left))} free, less than the ${formatBytes(margin)} memory margin (memoryMargin, --memory-margin): the margin is given up for the request's sequences, as llama.cpp's fit keeps a context per sequence and loads when its target cannot be met`);
 }
 
