@@ -161,3 +161,25 @@ test("stories260K: concurrent calls sharing one AbortSignal put one listener on 
     model.dispose();
   }
 });
+
+test("stories260K: hidden-state calls (decoder embeddings) waiting for the model's passes under one AbortSignal put one listener on it", { skip: skipWithoutShared(MODEL) }, async () => {
+  // before, each call waiting its turn (exclusive) added a listener of its own: 12 calls, 11 waiting, 11 listeners
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, threads: 1 });
+  try {
+    const shared = new AbortController();
+    const calls = Array.from({ length: 12 }, (_, i) => model.hiddenStates([[1, 2 + i, 3]], 512, shared.signal));
+    assert.equal(getEventListeners(shared.signal, "abort").length, 1, "one listener for the waiting calls");
+    const hidden = await Promise.all(calls);
+    assert.ok(hidden.every((h) => h.length === 1 && h[0]!.length === 3 * model.info.embeddingLength));
+    assert.equal(getEventListeners(shared.signal, "abort").length, 0, "none once they ended");
+    // an abort still gives up every wait
+    const stop = new AbortController();
+    const waiting = Array.from({ length: 12 }, () => model.hiddenStates([[1, 2, 3]], 512, stop.signal));
+    stop.abort(new Error("stopped"));
+    const settled = await Promise.allSettled(waiting);
+    assert.ok(settled.slice(1).every((s) => s.status === "rejected" && (s.reason as Error).message === "stopped"), JSON.stringify(settled.map((s) => s.status)));
+    assert.equal(getEventListeners(stop.signal, "abort").length, 0);
+  } finally {
+    model.dispose();
+  }
+});

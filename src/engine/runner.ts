@@ -1,5 +1,6 @@
 import { runPass, type LanguageModel } from "../models/index.js";
 import { yieldToEventLoop } from "../platform/host.js";
+import { onAbort } from "../units/index.js";
 import type { StepPlan } from "./scheduler.js";
 
 /**
@@ -69,14 +70,13 @@ export async function exclusive<T>(model: LanguageModel, pass: () => Promise<T>,
   }
 }
 
-/** `wait`, or the signal's reason as a rejection once it is aborted */
+/** `wait`, or the signal's reason as a rejection once it is aborted (one listener on a signal however many calls wait with it: onAbort) */
 function untilAborted(wait: Promise<void>, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    if (signal.aborted) return onAbort();
-    signal.addEventListener("abort", onAbort, { once: true });
+    if (signal.aborted) return reject(signal.reason);
+    const off = onAbort(signal, () => reject(signal.reason));
     void wait.then(() => {
-      signal.removeEventListener("abort", onAbort);
+      off();
       resolve();
     });
   });
