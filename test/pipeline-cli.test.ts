@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test } from "node:test";
 import { pipeline } from "../src/index.js";
+import { gpt2TinyCopy } from "./helpers/gpt2-tiny-generation.js";
 import { robertaTokenClassifier } from "./helpers/roberta-token-classifier.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -361,8 +362,8 @@ test("tsllm pipeline text-generation --repetition-penalty (transformers' repetit
 });
 
 /** a run of `tsllm pipeline text-generation` on gpt2-tiny's `input` (greedy, --json) with more flags */
-function gpt2TinyText(input: string, maxNewTokens: number) {
-  return (...args: string[]) => tsllm("pipeline", "text-generation", "--model", `${O}/gpt2-tiny`, "--input", input, "--json", "--threads", "1", "--max-new-tokens", String(maxNewTokens), ...args);
+function gpt2TinyText(input: string, maxNewTokens: number, model = `${O}/gpt2-tiny`) {
+  return (...args: string[]) => tsllm("pipeline", "text-generation", "--model", model, "--input", input, "--json", "--threads", "1", "--max-new-tokens", String(maxNewTokens), ...args);
 }
 
 /** a run refused as a usage error: exit 2, one line `message` */
@@ -422,7 +423,8 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
     assert.deepEqual(textResults(run("--forced-eos-token-id", "50256,11119", "--forced-bos-token-id", "0")), [await gen(input, { maxNewTokens: 12, forcedEosTokenId: [50256, 11119], forcedBosTokenId: 0 })]);
     for (const [flag, bad, message] of [
       ["--suppress-tokens", "1,x", `--suppress-tokens expects token ids separated by commas (such as 35169,7675; "" for none), got "1,x"`],
-      ["--forced-eos-token-id", "", `--forced-eos-token-id expects token ids separated by commas (such as 35169,7675), got ""`],
+      ["--forced-eos-token-id", "7,", `--forced-eos-token-id expects token ids separated by commas (such as 35169,7675; "" for none), got "7,"`],
+      ["--forced-bos-token-id", "x", `--forced-bos-token-id expects an integer (decimal digits, optionally signed), got "x"`],
       ["--sequence-bias", "35169", `--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "35169"`],
       ["--sequence-bias", "-1=2", `--sequence-bias expects token ids separated by commas (such as 35169,7675), got "-1"`],
       ["--forced-bos-token-id", "-3", "--forced-bos-token-id must be >= 0, got -3"],
@@ -435,6 +437,31 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
     assertUsageError(run("--forced-eos-token-id", "7", "--suppress-tokens", "3,7"), "--forced-eos-token-id 7 is in --suppress-tokens: the last step would have no token left");
   } finally {
     gen.dispose();
+  }
+});
+
+/*
+ * A folder's forced_bos_token_id / forced_eos_token_id could not be turned off from the command line
+ * ("" was refused): "" is none, as the list flags' "", the library's null (transformers' None).
+ */
+test("tsllm pipeline text-generation --forced-bos-token-id \"\", --forced-eos-token-id \"\": the folder's forced tokens off", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-cli-forced-off-"));
+  const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
+  try {
+    const folder = gpt2TinyCopy(dir, "forced", { forced_bos_token_id: 16492, forced_eos_token_id: 11119 });
+    const input = "In the beginning";
+    // the judge: the library on gpt2-tiny's own folder, which forces nothing (text-generation-forced-tokens judges it against the model's logits)
+    const plain = [await gen(input, { maxNewTokens: 12 })];
+    const run = gpt2TinyText(input, 12, folder);
+    assert.notDeepEqual(textResults(run()), plain, "the folder's forced EOS changes the reply");
+    assert.deepEqual(textResults(run("--forced-eos-token-id", "")), plain);
+    // an empty --input starts from BOS, where the folder forces its token first
+    const fromBos = gpt2TinyText("", 12, folder);
+    assert.notDeepEqual(textResults(fromBos("--forced-eos-token-id", "")), [await gen("", { maxNewTokens: 12 })], "the folder's forced BOS changes the reply");
+    assert.deepEqual(textResults(fromBos("--forced-bos-token-id", " ", "--forced-eos-token-id", "")), [await gen("", { maxNewTokens: 12 })]);
+  } finally {
+    gen.dispose();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

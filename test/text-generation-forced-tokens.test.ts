@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { OptionError, pipeline, type TextGenerationPipeline } from "../src/index.js";
-import { GPT2_EOS as EOS, gpt2TinyCopy, gpt2TinyGeneration, greedyFromLogits } from "./helpers/gpt2-tiny-generation.js";
+import { GPT2_EOS as EOS, GPT2_TINY, gpt2TinyCopy, gpt2TinyGeneration, greedyFromLogits } from "./helpers/gpt2-tiny-generation.js";
 import { skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -126,6 +126,47 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
     await assert.rejects(pipeline("text-generation", bad, { threads: 1 }), new Error(`${bad}/generation_config.json: forced_eos_token_id: expected a token id or a non-empty list of them (integers >= 0), found []`));
     const badBos = gpt2TinyCopy(dir, "bad-bos", {}, { task_specific_params: { "text-generation": { forced_bos_token_id: "0" } } });
     await assert.rejects(pipeline("text-generation", badBos, { threads: 1 }), new Error(`${badBos}/config.json task_specific_params["text-generation"]: forced_bos_token_id: expected a token id (an integer >= 0), found "0"`));
+  });
+
+  test("null turns a folder's forced_bos_token_id / forced_eos_token_id off, as transformers' generate(forced_..._token_id=None): at a call or the pipeline's", async () => {
+    const forcedEos = 11119, forcedBos = 16492;
+    // the judge: greedy over the model's own logits with no forcing processor, as generate() builds none for None
+    const plain = text(reference(promptIds(), 12, {}));
+    const plainFromBos = text(reference([EOS], 10, {}));
+    assert.notEqual(text(reference(promptIds(), 12, { forcedEos: [forcedEos] })), plain, "the folder's forcing changes the reply");
+    assert.notEqual(text(reference([EOS], 10, { forcedBos })), plainFromBos, "the folder's forcing changes the reply");
+    const folder = gpt2TinyCopy(dir, "forced-off", { forced_eos_token_id: forcedEos, forced_bos_token_id: forcedBos });
+    const file = await openFolder(folder);
+    assert.equal(await reply(file, { maxNewTokens: 12 }), text(reference(promptIds(), 12, { forcedEos: [forcedEos] })));
+    // before: null was read as left out (the folder's kept)
+    assert.equal(await reply(file, { maxNewTokens: 12, forcedEosTokenId: null }), plain);
+    assert.equal(await reply(file, { maxNewTokens: 10 }, ""), text(reference([EOS], 10, { forcedBos, forcedEos: [forcedEos] })));
+    assert.equal(await reply(file, { maxNewTokens: 10, forcedBosTokenId: null }, ""), text(reference([EOS], 10, { forcedEos: [forcedEos] })));
+    assert.equal(await reply(file, { maxNewTokens: 10, forcedBosTokenId: null, forcedEosTokenId: null }, ""), plainFromBos);
+    // the pipeline's own null, and a call's id over it
+    const off = await openFolder(folder, { forcedBosTokenId: null, forcedEosTokenId: null });
+    assert.equal(await reply(off, { maxNewTokens: 12 }), plain);
+    assert.equal(await reply(off, { maxNewTokens: 10 }, ""), plainFromBos);
+    assert.equal(await reply(off, { maxNewTokens: 12, forcedEosTokenId: forcedEos }), text(reference(promptIds(), 12, { forcedEos: [forcedEos] })));
+    // a call's null over the pipeline's own option (before: the pipeline's kept)
+    const own = await openFolder(GPT2_TINY, { forcedEosTokenId: forcedEos });
+    assert.equal(await reply(own, { maxNewTokens: 12, forcedEosTokenId: null }), plain);
+  });
+
+  test("a folder's token id past the vocabulary is refused when the pipeline opens it, naming the file and the key (not the library's option)", async () => {
+    const cases: [string, object, object, string][] = [
+      ["suppress", { suppress_tokens: [7, 99999] }, {}, "generation_config.json: suppress_tokens: token id 99999"],
+      ["begin", { begin_suppress_tokens: [50257] }, {}, "generation_config.json: begin_suppress_tokens: token id 50257"],
+      ["bad-words", { bad_words_ids: [[7], [35169, 60000]] }, {}, "generation_config.json: bad_words_ids: token id 60000"],
+      ["bias", { sequence_bias: [[[7, 50300], 2]] }, {}, "generation_config.json: sequence_bias: token id 50300"],
+      ["bos", { forced_bos_token_id: 50257 }, {}, "generation_config.json: forced_bos_token_id: token id 50257"],
+      ["eos", {}, { task_specific_params: { "text-generation": { forced_eos_token_id: [50256, 70000] } } }, `config.json task_specific_params["text-generation"]: forced_eos_token_id: token id 70000`],
+    ];
+    for (const [name, generation, config, message] of cases) {
+      const folder = gpt2TinyCopy(dir, `vocab-${name}`, generation, config);
+      // before: opened, and each generation refused as "suppressTokens: token id 99999 is outside the vocabulary [0, 50257)"
+      await assert.rejects(pipeline("text-generation", folder, { threads: 1 }), new Error(`${folder}/${message} is outside the vocabulary (50257 tokens)`), name);
+    }
   });
 
   test("a list option equal to task_specific_params' is not told to give way (compared by value); another one is, shown as JSON", async () => {

@@ -73,9 +73,11 @@ Options:
                                 far ends with the rest (repeatable; default: the folder's sequence_bias;
                                 transformers' sequence_bias)
   --forced-bos-token-id ID      text-generation: the token generated first where the prompt is one token (an empty
-                                --input starts from BOS) (default: the folder's; transformers' forced_bos_token_id)
+                                --input starts from BOS) ("" for none: the folder's off) (default: the folder's;
+                                transformers' forced_bos_token_id)
   --forced-eos-token-id ID,...  text-generation: the token (or one of them) generated last, at the last step the
-                                budget allows (default: the folder's; transformers' forced_eos_token_id)
+                                budget allows ("" for none: the folder's off) (default: the folder's;
+                                transformers' forced_eos_token_id)
   --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
                                 (default): a random one, printed (stderr) when the run samples: give it back to
                                 repeat the run (with --json, a run that samples gives each result its "seed")
@@ -216,13 +218,14 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const noRepeatNgramSize = optionalNumber(values, "no-repeat-ngram-size", { integer: true, min: 0 });
   const minNewTokens = optionalNumber(values, "min-new-tokens", { integer: true, min: 0 });
   const minLength = optionalNumber(values, "min-length", { integer: true, min: 0 });
-  const forcedBosTokenId = optionalNumber(values, "forced-bos-token-id", { integer: true, min: 0 });
-  const forcedEos = tokenIdsOption(values, "forced-eos-token-id", false);
+  // "" for none, as the list flags': the folder's forced token off (the library's null, transformers' None)
+  const forcedBosTokenId = optionalString(values, "forced-bos-token-id")?.trim() === "" ? null : optionalNumber(values, "forced-bos-token-id", { integer: true, min: 0 });
+  const forcedEos = tokenIdsOption(values, "forced-eos-token-id", true);
   const listBans = {
     suppressTokens: tokenIdsOption(values, "suppress-tokens", true), beginSuppressTokens: tokenIdsOption(values, "begin-suppress-tokens", true),
     // an empty --bad-words-ids adds no sequence: given alone, the folder's are off
     badWordsIds: strings(values, "bad-words-ids")?.map((text) => tokenIds(text, "bad-words-ids", true)).filter((seq) => seq.length > 0), sequenceBias: sequenceBiasOption(values),
-    forcedBosTokenId, forcedEosTokenId: forcedEos?.length === 1 ? forcedEos[0] : forcedEos,
+    forcedBosTokenId, forcedEosTokenId: forcedEos?.length === 0 ? null : forcedEos?.length === 1 ? forcedEos[0] : forcedEos,
   };
   const bans = {
     ...(noRepeatNgramSize === undefined ? {} : { noRepeatNgramSize }), ...(minNewTokens === undefined ? {} : { minNewTokens }), ...(minLength === undefined ? {} : { minLength }),

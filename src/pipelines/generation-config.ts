@@ -199,8 +199,12 @@ export function folderGeneration(folder: string): ShippedGeneration {
   generationConfigOf(taskPath, task);
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
   const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
+  const ids = { ...listBansOf(merged, sources), ...forcedOf(merged, sources) };
+  // where each is written, as the refusals above name it: the pipeline checks the ids against the vocabulary once the model is open
+  const idKeys: Readonly<Record<string, string>> = { ...LIST_BAN_KEYS, ...FORCED_KEYS };
+  const idSources = Object.fromEntries(Object.entries(idKeys).filter(([, option]) => option in ids).map(([key, option]) => [option, `${sources[key]}: ${key}`]));
   return {
-    ...bansOf(merged, sources), ...listBansOf(merged, sources), ...forcedOf(merged, sources),
+    ...bansOf(merged, sources), ...ids, ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),

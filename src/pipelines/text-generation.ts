@@ -32,10 +32,10 @@ export interface TextGenerationOptions {
   readonly badWordsIds?: readonly (readonly number[])[];
   /** [token sequence, bias] pairs, the bias added to the logit of a sequence's last token where it completes it (default: the folder's sequence_bias, else none) */
   readonly sequenceBias?: readonly (readonly [readonly number[], number])[];
-  /** the token generated first where the prompt is one token, an empty prompt's BOS (default: the folder's forced_bos_token_id, else none) */
-  readonly forcedBosTokenId?: number;
-  /** the token (or one of the tokens) generated last, at the last step the budget allows (default: the folder's forced_eos_token_id, else none) */
-  readonly forcedEosTokenId?: number | readonly number[];
+  /** the token generated first where the prompt is one token, an empty prompt's BOS (default: the folder's forced_bos_token_id, else none; null: none, the folder's off, as transformers' forced_bos_token_id=None) */
+  readonly forcedBosTokenId?: number | null;
+  /** the token (or one of the tokens) generated last, at the last step the budget allows (default: the folder's forced_eos_token_id, else none; null: none, the folder's off) */
+  readonly forcedEosTokenId?: number | readonly number[] | null;
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
@@ -46,7 +46,7 @@ export interface TextGenerationOptions {
 /** the bans given as token lists (transformers' suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias): an empty one bans nothing */
 export const LIST_BANS = ["suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias"] as const;
 
-/** the tokens forced at a step (transformers' forced_bos_token_id, forced_eos_token_id): none only where left out */
+/** the tokens forced at a step (transformers' forced_bos_token_id, forced_eos_token_id): null is none (a folder's turned off, as generate()'s None), left out the folder's */
 export const FORCED_TOKENS = ["forcedBosTokenId", "forcedEosTokenId"] as const;
 
 /** the bans a folder's no_repeat_ngram_size, min_new_tokens, min_length, LIST_BANS and FORCED_TOKENS set, as written (0 or empty: none) */
@@ -78,6 +78,26 @@ export interface ShippedGeneration extends GenerationDefaults, Pick<TextGenerati
   readonly task?: { readonly options: TextGenerationOptions; readonly source: string };
   /** a folder's setting that acts only when sampling and that tsllm does not do (typical_p ...): a call that samples is refused with it */
   readonly samplingRefusal?: string;
+  /** where each token-id setting above is written, as `<file>: <key>`: an id past the vocabulary is refused naming it (checkFolderIds) */
+  readonly idSources?: { readonly [K in TokenIdOption]?: string };
+}
+
+/** the options of token ids (LIST_BANS, FORCED_TOKENS) */
+type TokenIdOption = (typeof LIST_BANS)[number] | (typeof FORCED_TOKENS)[number];
+
+/**
+ * A folder's token ids against the model's vocabulary (`tokens` ids), when the pipeline opens it:
+ * refused naming the file and key that write the id, as the folder's other values are (else the
+ * engine's check at generation would name the library's option, which the user did not give)
+ */
+function checkFolderIds(shipped: ShippedGeneration, tokens: number): void {
+  for (const k of [...LIST_BANS, ...FORCED_TOKENS]) {
+    const v = shipped[k], where = shipped.idSources?.[k];
+    if (v === undefined || v === null || where === undefined) continue;
+    const ids = k === "sequenceBias" ? (v as readonly (readonly [readonly number[], number])[]).flatMap(([seq]) => seq) : [v].flat(2) as number[];
+    const bad = ids.find((t) => t >= tokens);
+    if (bad !== undefined) throw new Error(`${where}: token id ${bad} is outside the vocabulary (${tokens} tokens)`);
+  }
 }
 
 /** transformers' GenerationConfig default max_length: its pipeline keeps its own 256 new tokens over it */
@@ -214,6 +234,7 @@ function budgetOf(c: PipelineConfig, call: TextGenerationOptions, warn: (message
  */
 export function textGeneration(model: Model, defaults: TextGenerationOptions, warn: (message: string) => void, shipped: ShippedGeneration = {}) {
   checkBudgets(defaults);
+  checkFolderIds(shipped, model.engine.tokenIds);
   const own = underTask(defaults, shipped.task, warn);
   const config = pipelineConfig(shipped, own);
   /**
@@ -261,8 +282,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ...(minNewTokens > 0 ? { minNewTokens } : {}),
       // suppress_tokens, begin_suppress_tokens, bad_words_ids, sequence_bias (a call's empty list turns the folder's off)
       ...Object.fromEntries(LIST_BANS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined && (v as readonly unknown[]).length > 0)),
-      // forced_bos_token_id, forced_eos_token_id (ForcedBOS/ForcedEOSTokenLogitsProcessor, after those bans)
-      ...Object.fromEntries(FORCED_TOKENS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined)),
+      // forced_bos_token_id, forced_eos_token_id (ForcedBOS/ForcedEOSTokenLogitsProcessor, after those bans; null turns the folder's off)
+      ...Object.fromEntries(FORCED_TOKENS.map((k) => [k, o[k] === undefined ? shipped[k] : o[k]]).filter(([, v]) => v !== undefined && v !== null)),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
         ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
@@ -308,7 +329,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
 
   const generate = async (input: string | readonly ChatMessageInput[] | readonly string[], given?: TextGenerationOptions): Promise<unknown> => {
     const call = knownOptions("text-generation", given, TEXT_GENERATION_OPTIONS);
-    const options = withDefaults(own, call);
+    // a call's null forced token is kept: it turns the pipeline's or the folder's off
+    const options = withDefaults(own, call, FORCED_TOKENS);
     checkBudgets(options);
     checkTemperature(call);
     if (typeof input === "string") return one(input, options, call, "the input");
