@@ -20,6 +20,6 @@ export { writeGGUF } from "./formats/gguf-writer.js";
 export {
   pipeline, embed, loadEmbeddingModel, openEmbeddingModel, embeddingsOf, DEFAULT_MODELS,
   type DecoderEmbeddingModel, type EmbeddingVectors, type PromptOptions, type PipelineTask, type PipelineOptions, type EmbeddingModel, type EmbeddingInput, type EmbedOptions, type TextClassificationOptions, type TokenClassificationOptions,
-  type FillMaskOptions, type FeatureExtractionOptions, type TextGenerationOptions, type AggregationStrategy, type TextClassificationPipeline, type TokenClassificationPipeline,
+  type FillMaskOptions, type FeatureExtractionOptions, type TextGenerationOptions, type AggregationStrategy, type Truncation, type TextClassificationPipeline, type TokenClassificationPipeline,
   type FillMaskPipeline, type FeatureExtractionPipeline, type TextGenerationPipeline,
 } from "./pipelines/index.js";

@@ -9,7 +9,7 @@ import { readSentenceTransformerConfig } from "../src/formats/sentence-transform
 import { openEncoder } from "../src/models/index.js";
 import { embed, pipeline } from "../src/index.js";
 import { selectFiles } from "../src/hub/select.js";
-import { encodeModelInput, metaspaceOffsets, openTokenizer, wordPieceOffsets } from "../src/tokenizer/index.js";
+import { encodeModelInput, metaspaceOffsets, openTokenizer, wordPieceOffsets, type TruncationStrategy } from "../src/tokenizer/index.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
@@ -132,24 +132,63 @@ test("pairs: longest-first truncation keeps the template; RoBERTa's </s></s>", {
  * texts past half the room get half each, the odd token going to the longer (of two of a length,
  * the second), not to whichever one-at-a-time removal last spared
  */
-test("pairs: truncation=True splits the room as tokenizers' LongestFirst", { skip }, () => {
+// one token each in vocab.txt ("a" 1037 ... "h" 1044): tokenizers' truncation.rs test texts' lengths
+const cutTexts = { empty: "", short: "a b", medium: "a b c d", long: "a b c d e f g h" };
+type CutText = keyof typeof cutTexts;
+/**
+ * Replays rows of a tokenizers truncation.rs table (max_length 7 content tokens) on
+ * bert-uncased-sst's vocabulary: [first, second, tokens the first keeps, the second's]
+ */
+const replayCutTable = (table: readonly [CutText, CutText, number, number][], truncation?: TruncationStrategy) => {
   const bert = openTokenizer(`${SHARED}/hf-oracle/bert-uncased-sst`);
-  // one token each in vocab.txt ("a" 1037 ... "h" 1044)
-  const texts = { empty: "", short: "a b", medium: "a b c d", long: "a b c d e f g h" };
-  const table: [keyof typeof texts, keyof typeof texts, number, number][] = [
-    ["empty", "empty", 0, 0], ["empty", "short", 0, 2], ["empty", "medium", 0, 4], ["empty", "long", 0, 7],
-    ["short", "empty", 2, 0], ["short", "short", 2, 2], ["short", "medium", 2, 4], ["short", "long", 2, 5],
-    ["medium", "empty", 4, 0], ["medium", "short", 4, 2], ["medium", "medium", 3, 4], ["medium", "long", 3, 4],
-    ["long", "empty", 7, 0], ["long", "short", 5, 2], ["long", "medium", 4, 3], ["long", "long", 3, 4],
-  ];
   for (const [first, second, n1, n2] of table) {
     // the room of 7 content tokens, with [CLS] a [SEP] b [SEP]'s three special tokens
-    const cut = encodeModelInput(bert, texts[first], { pair: texts[second], maxLength: 7 + 3 });
+    const cut = encodeModelInput(bert, cutTexts[first], { pair: cutTexts[second], maxLength: 7 + 3, truncation });
     const kept = [0, 1].map((s) => cut.sequenceIds.filter((x) => x === s).length);
     assert.deepEqual(kept, [n1, n2], `${first} + ${second}`);
     // each text keeps its first tokens
     assert.deepEqual(cut.ids.filter((_, i) => cut.sequenceIds[i] === 1), [1037, 1038, 1039, 1040, 1041, 1042, 1043, 1044].slice(0, n2));
   }
+};
+
+test("pairs: truncation=True splits the room as tokenizers' LongestFirst", { skip }, () => {
+  replayCutTable([
+    ["empty", "empty", 0, 0], ["empty", "short", 0, 2], ["empty", "medium", 0, 4], ["empty", "long", 0, 7],
+    ["short", "empty", 2, 0], ["short", "short", 2, 2], ["short", "medium", 2, 4], ["short", "long", 2, 5],
+    ["medium", "empty", 4, 0], ["medium", "short", 4, 2], ["medium", "medium", 3, 4], ["medium", "long", 3, 4],
+    ["long", "empty", 7, 0], ["long", "short", 5, 2], ["long", "medium", 4, 3], ["long", "long", 3, 4],
+  ]);
+});
+
+/**
+ * Judge: tokenizers' truncate_encodings (tokenizers/src/utils/truncation.rs) for OnlyFirst and
+ * OnlySecond, on its own test texts (0, 2, 4 and 8 tokens, max_length 7): the named text gives up
+ * all that must go, the other is kept whole; where the named text has no more tokens than must go
+ * (it would keep none) tokenizers errs with SequenceTooShort, and OnlySecond on one text that must
+ * be cut with SecondSequenceNotProvided; transformers' fast tokenizers raise those errors. A pair
+ * that fits is left whole, whatever the strategy.
+ */
+test("pairs: truncation only_first / only_second cut that text alone, and refuse what it cannot fit, as tokenizers' OnlyFirst / OnlySecond", { skip }, () => {
+  const fits: [CutText, CutText, number, number][] = [
+    ["empty", "empty", 0, 0], ["empty", "short", 0, 2], ["empty", "medium", 0, 4], ["short", "empty", 2, 0],
+    ["short", "short", 2, 2], ["short", "medium", 2, 4], ["medium", "empty", 4, 0], ["medium", "short", 4, 2],
+  ];
+  replayCutTable([...fits, ["medium", "medium", 3, 4], ["long", "empty", 7, 0], ["long", "short", 5, 2], ["long", "medium", 3, 4]], "only_first");
+  replayCutTable([...fits, ["empty", "long", 0, 7], ["short", "long", 2, 5], ["medium", "medium", 4, 3], ["medium", "long", 4, 3]], "only_second");
+  const bert = openTokenizer(`${SHARED}/hf-oracle/bert-uncased-sst`);
+  const refused = (first: CutText, second: CutText | undefined, truncation: TruncationStrategy, why: RegExp) =>
+    assert.throws(() => encodeModelInput(bert, cutTexts[first], { pair: second && cutTexts[second], maxLength: 7 + (second === undefined ? 2 : 3), truncation }), why, `${first} + ${second}, ${truncation}`);
+  const tooShort = /^RangeError: truncation "only_(first|second)" cuts only the (first|second) text, whose \d+ tokens cannot give up the \d+ that must go .*Sequence to truncate too short/;
+  for (const [first, second] of [["empty", "long"], ["short", "long"], ["medium", "long"], ["long", "long"]] as const) refused(first, second, "only_first", tooShort);
+  for (const [first, second] of [["long", "empty"], ["long", "short"], ["long", "medium"], ["long", "long"]] as const) refused(first, second, "only_second", tooShort);
+  assert.throws(() => encodeModelInput(bert, cutTexts.long, { pair: cutTexts.short, maxLength: 10, truncation: "only_second" }), /^RangeError: truncation "only_second" cuts only the second text, whose 2 tokens cannot give up the 3 that must go/);
+  // one text: only_first cuts it as longest_first does; only_second has no second text to cut
+  // (SecondSequenceNotProvided), but one that fits is not cut, so not refused
+  assert.deepEqual(encodeModelInput(bert, cutTexts.long, { maxLength: 9, truncation: "only_first" }), encodeModelInput(bert, cutTexts.long, { maxLength: 9 }));
+  refused("long", undefined, "only_second", /^RangeError: truncation "only_second" cuts only a pair's second text, and this input is one text \(tokenizers: "Second sequence not provided"\)$/);
+  assert.equal(encodeModelInput(bert, cutTexts.medium, { maxLength: 9, truncation: "only_second" }).ids.length, 6);
+  // truncate_encodings_empty: a max_length of 0 (the special tokens alone) cuts both texts to nothing, never refused
+  for (const truncation of ["only_first", "only_second"] as const) assert.deepEqual(encodeModelInput(bert, cutTexts.long, { pair: cutTexts.long, maxLength: 3, truncation }).ids, [101, 102, 102]);
 });
 
 test("text-classification: a pair cut to the room classifies what transformers' model reads", { skip }, async () => {

@@ -490,7 +490,13 @@ test("feature-extraction truncation: true cuts to the model's positions, false r
     const long = "好".repeat(600);
     assert.equal(((await fx(long, { truncation: true })) as number[][][])[0]!.length, 512);
     await assert.rejects(fx(["好", long], { truncation: false }), /^RangeError: feature-extraction: input 1 has 602 tokens, past the 512 the model reads \(truncation: false/);
-    await assert.rejects(fx("好", { truncation: "longest_first" } as never), /^OptionError: feature-extraction: truncation: expected true or false, got "longest_first"$/);
+    // transformers' strategies by name: "longest_first" is true, "do_not_truncate" false; "only_first"
+    // cuts one text as longest_first; "only_second" has no second text to cut (tokenizers' SecondSequenceNotProvided)
+    for (const truncation of ["longest_first", "only_first"] as const) assert.deepEqual(await fx(long, { truncation }), await fx(long, { truncation: true }));
+    await assert.rejects(fx(["好", long], { truncation: "do_not_truncate" }), /^RangeError: feature-extraction: input 1 has 602 tokens, past the 512 the model reads \(truncation: false/);
+    await assert.rejects(fx(["好", long], { truncation: "only_second" }), /^RangeError: feature-extraction: input 1 has 602 tokens, past the 512 the model reads, and truncation "only_second" cuts only a pair's second text, and this input is one text \(tokenizers: "Second sequence not provided"\)$/);
+    assert.deepEqual(await fx("好", { truncation: "only_second" }), await fx("好", { truncation: true }));
+    await assert.rejects(fx("好", { truncation: "middle" } as never), /^OptionError: feature-extraction: truncation: expected true, false, "longest_first", "only_first", "only_second" or "do_not_truncate", got "middle"$/);
   } finally {
     fx.dispose();
   }
@@ -524,7 +530,18 @@ test("text-classification and fill-mask take truncation: true cuts, false refuse
     assert.deepEqual(await clf(long, { truncation: true }), await clf(long));
     await assert.rejects(clf(["fine", long], { truncation: false }), /^RangeError: text-classification: input 1 has 603 tokens, past the 512 the model reads \(truncation: false/);
     await assert.rejects(fill(`[MASK] ${"a ".repeat(600)}`, { truncation: false }), /^RangeError: fill-mask: the input has 603 tokens, past the 512 the model reads \(truncation: false/);
-    await assert.rejects(clf("fine", { truncation: "longest_first" } as never), /^OptionError: text-classification: truncation: expected true or false, got "longest_first"$/);
+    // transformers' strategies by name (TruncationStrategy): "longest_first" is true, "do_not_truncate"
+    // false; "only_first" / "only_second" cut that text alone, its 603 - 512 = 91 tokens, the other whole
+    assert.deepEqual(await clf(long, { truncation: "longest_first" }), await clf(long, { truncation: true }));
+    assert.deepEqual(await clf(long, { truncation: "only_first" }), await clf({ text: "good ".repeat(209), text_pair: long.text_pair }));
+    assert.deepEqual(await clf(long, { truncation: "only_second" }), await clf({ text: long.text, text_pair: "bad ".repeat(209) }));
+    await assert.rejects(clf(["fine", long], { truncation: "do_not_truncate" }), /^RangeError: text-classification: input 1 has 603 tokens, past the 512 the model reads \(truncation: false/);
+    // a text that cannot give up enough is refused, as tokenizers' SequenceTooShort (transformers' fast tokenizers raise it)
+    await assert.rejects(clf({ text: "fine", text_pair: "bad ".repeat(600) }, { truncation: "only_first" }), /^RangeError: text-classification: the input has 604 tokens, past the 512 the model reads, and truncation "only_first" cuts only the first text, whose 1 tokens cannot give up the 92 that must go .*"Sequence to truncate too short to respect the provided max_length"\)$/);
+    await assert.rejects(fill(`[MASK] ${"a ".repeat(600)}`, { truncation: "only_second" }), /^RangeError: fill-mask: the input has 603 tokens, past the 512 the model reads, and truncation "only_second" cuts only a pair's second text/);
+    await assert.rejects(fill(`[MASK] ${"a ".repeat(600)}`, { truncation: "do_not_truncate" }), /^RangeError: fill-mask: the input has 603 tokens, past the 512 the model reads \(truncation: false/);
+    const cutMask = (await fill(`paris is the [MASK] of france. ${"a ".repeat(600)}`, { truncation: "only_first" })) as { token_str: string }[];
+    assert.deepEqual(cutMask, await fill(`paris is the [MASK] of france. ${"a ".repeat(600)}`, { truncation: "longest_first" }));
   } finally {
     clf.dispose();
     fill.dispose();
@@ -596,10 +613,17 @@ test("a task's call options given to pipeline() are the pipeline's own, a call's
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, aggregationStrategy: "best" as never }), /^OptionError: aggregationStrategy: expected one of none, simple, first, average, max, got "best"$/);
     await assert.rejects(pipeline("ner", `${O}/bert-ner`, { threads: 1, stride: 16, aggregationStrategy: "NONE" as never }), /^OptionError: stride: given with aggregationStrategy "none", which transformers refuses/);
     await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, aggregationStrategy: "simple" } as never), /unknown option "aggregationStrategy"; the options are backend, threads, batchSize, maxLength, onWarning, contextSize, quantize, topK, targets, truncation$/);
+    await assert.rejects(pipeline("fill-mask", `${O}/bert-uncased-mlm`, { threads: 1, truncation: "middle" as never }), /^OptionError: fill-mask: truncation: expected true, false, "longest_first", "only_first", "only_second" or "do_not_truncate", got "middle"$/);
     const fx = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: false });
+    // transformers' pipeline(..., truncation="only_second") is the pipeline's own as true or false are
+    const fx2 = await pipeline("feature-extraction", `${O}/bert-chinese-base`, { threads: 1, truncation: "only_second" });
     try {
       await assert.rejects(fx("好".repeat(600)), /^RangeError: feature-extraction: the input has 602 tokens, past the 512 the model reads/);
+      await assert.rejects(fx2("好".repeat(600)), /^RangeError: feature-extraction: the input has 602 tokens, past the 512 the model reads, and truncation "only_second"/);
+      // a call's strategy over the pipeline's
+      assert.equal(((await fx2("好".repeat(600), { truncation: "longest_first" })) as number[][][])[0]!.length, 512);
     } finally {
+      fx2.dispose();
       fx.dispose();
     }
   } finally {
@@ -682,7 +706,7 @@ test("every refused pipeline option value is an OptionError naming the option, f
   try {
     await refused(clf("a fine film", { topK: -1 }), "topK", /^topK must be a non-negative integer or null, got -1$/);
     await refused(clf("a fine film", { functionToApply: "relu" as never }), "functionToApply", /^functionToApply: expected "softmax", "sigmoid" or "none", got "relu"$/);
-    await refused(clf("a fine film", { truncation: "only_first" as never }), "truncation", /^text-classification: truncation: expected true or false/);
+    await refused(clf("a fine film", { truncation: "middle" as never }), "truncation", /^text-classification: truncation: expected true, false, "longest_first", "only_first", "only_second" or "do_not_truncate", got "middle"$/);
     await refused(ner("John lives in Paris", { aggregationStrategy: "best" as never }), "aggregationStrategy", /^aggregationStrategy: expected one of /);
     await refused(ner("John lives in Paris", { ignoreLabels: "O" as never }), "ignoreLabels", /^ignoreLabels: expected a list of label names, got a string$/);
     await refused(ner("John lives in Paris", { stride: 16, aggregationStrategy: "none" }), "stride", /^stride: given with aggregationStrategy "none", which transformers refuses/);
@@ -692,7 +716,7 @@ test("every refused pipeline option value is an OptionError naming the option, f
     await refused(fill("paris is the [MASK].", { topK: 1.5 }), "topK", /^topK must be a non-negative integer, got 1.5$/);
     await refused(fill("paris is the [MASK].", { targets: [3] as never }), "targets", /^fill-mask: targets: expected a string or a list of strings, got an array$/);
     await refused(fill("paris is the [MASK].", { targets: [] }), "targets", /^fill-mask: targets: at least one target must be a token/);
-    await refused(fx("好", { truncation: 1 as never }), "truncation", /^feature-extraction: truncation: expected true or false, got 1$/);
+    await refused(fx("好", { truncation: 1 as never }), "truncation", /^feature-extraction: truncation: expected true, false, "longest_first", "only_first", "only_second" or "do_not_truncate", got 1$/);
   } finally {
     for (const p of [clf, ner, fill, fx]) p.dispose();
   }

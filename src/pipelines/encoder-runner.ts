@@ -1,6 +1,6 @@
 import { createBackend, type Backend, type BackendName } from "../kernels/index.js";
 import { openEncoder, type EncoderModel, type EncoderOutput, type OpenedEncoder } from "../models/index.js";
-import { encodeModelInput, truncateModelInput, type ModelInput, type Tokenizer } from "../tokenizer/index.js";
+import { encodeModelInput, truncateModelInput, type ModelInput, type Tokenizer, type TruncationStrategy } from "../tokenizer/index.js";
 import { DisposedError, OptionError, shownValue } from "../units/index.js";
 
 /** Options every encoder pipeline takes when it is created. */
@@ -77,9 +77,11 @@ export class EncoderRunner {
   }
 
   /**
-   * The inputs tokenized for a pass, each once, and what a call's `truncation` asks of those longer
-   * than the model reads: false refuses them, as transformers (its model fails there, in its
-   * position embeddings), naming the first before any pass runs; true cuts them; left out, each is
+   * The inputs tokenized for a pass, each once, and what a call's `truncation` (truncationOf's) asks
+   * of those longer than the model reads: false refuses them, as transformers (its model fails there, in its
+   * position embeddings), naming the first before any pass runs; a strategy cuts them with it (one
+   * it cannot cut with, "only_second" on one text or a text too short to give up enough, is refused
+   * naming the input, as tokenizers raises it); left out, each is
    * cut with one warning, since transformers' tokenizer does not cut there (it warns "Token indices
    * sequence length is longer than the specified maximum sequence length for this model", then its
    * model reads the whole input or fails past its positions): an answer on a cut input must not
@@ -88,7 +90,7 @@ export class EncoderRunner {
    * `check`: a task's own check of each whole encoding, before it is counted or cut (fill-mask's mask
    * token, which a cut may drop: told apart from one never in the text without tokenizing it again)
    */
-  encode(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: boolean | undefined, warn: (message: string) => void, check?: (whole: ModelInput, i: number, which: string) => void): ModelInput[] {
+  encode(task: string, inputs: readonly { readonly text: string; readonly pair?: string }[], listed: boolean, truncation: TruncationStrategy | false | undefined, warn: (message: string) => void, check?: (whole: ModelInput, i: number, which: string) => void): ModelInput[] {
     return inputs.map(({ text, pair }, i) => {
       const whole = this.tokenize(text, pair, Infinity), n = whole.ids.length;
       const which = listed ? `input ${i}` : "the input";
@@ -96,7 +98,13 @@ export class EncoderRunner {
       if (n <= this.maxLength) return whole;
       if (truncation === false) throw new RangeError(`${task}: ${which} has ${n} tokens, past the ${this.maxLength} the model reads (truncation: false; true or left out cuts it)`);
       if (truncation === undefined) warn(`${task}: ${which} has ${n} tokens; only its first ${this.maxLength} are read (truncation left out, where transformers does not cut; truncation: true cuts without this warning, false refuses)`);
-      return truncateModelInput(this.tokenizer, whole, this.maxLength);
+      try {
+        return truncateModelInput(this.tokenizer, whole, this.maxLength, truncation);
+      } catch (e) {
+        // the strategy's own refusal (truncateModelInput), named for the input it refuses
+        if ((truncation === "only_first" || truncation === "only_second") && e instanceof RangeError) throw new RangeError(`${task}: ${which} has ${n} tokens, past the ${this.maxLength} the model reads, and ${e.message}`);
+        throw e;
+      }
     });
   }
 

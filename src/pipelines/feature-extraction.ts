@@ -1,14 +1,16 @@
 import type { EncoderRunner } from "./encoder-runner.js";
-import { encoderCallOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
+import { encoderCallOptions, textsOf, truncationOf, withDefaults, type Truncation } from "./inputs.js";
 
 export interface FeatureExtractionOptions {
   /**
    * transformers' truncation: true cuts an input to the tokens the model reads (its end goes, the
    * special tokens stay). Left out, tsllm truncates too, where transformers would fail on the
    * model's positions, with one warning per input cut (onWarning); false refuses an input past
-   * them, naming it.
+   * them, naming it. transformers' strategies by name too: "longest_first" (true), "do_not_truncate"
+   * (false); "only_first" / "only_second" cut as "longest_first" here (one text), except that
+   * "only_second" refuses a text to cut, as tokenizers ("Second sequence not provided").
    */
-  readonly truncation?: boolean;
+  readonly truncation?: Truncation;
 }
 
 const TASK = "feature-extraction";
@@ -28,8 +30,8 @@ export function featureExtraction(runner: EncoderRunner, defaults: FeatureExtrac
   return async (input: string | readonly string[], given?: FeatureExtractionOptions): Promise<number[][][] | number[][][][]> => {
     const texts = textsOf(TASK, input);
     const options = withDefaults(defaults, encoderCallOptions(TASK, given, FEATURE_EXTRACTION_OPTIONS));
-    truncationOf(TASK, options.truncation);
-    const out = await runner.run(runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", options.truncation, warn));
+    const truncation = truncationOf(TASK, options.truncation);
+    const out = await runner.run(runner.encode(TASK, texts.map((text) => ({ text })), typeof input !== "string", truncation, warn));
     const results = out.hidden.map((h) => [Array.from({ length: h.length / d }, (_, t) => Array.from(h.subarray(t * d, (t + 1) * d)))]);
     return typeof input === "string" ? results[0]! : results;
   };

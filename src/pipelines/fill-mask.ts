@@ -1,7 +1,7 @@
 import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { describe, encoderCallOptions, textsOf, truncationOf, withDefaults } from "./inputs.js";
+import { describe, encoderCallOptions, textsOf, truncationOf, withDefaults, type Truncation } from "./inputs.js";
 import { softmax, topK as best } from "./math.js";
 
 export interface FillMaskOptions {
@@ -17,9 +17,12 @@ export interface FillMaskOptions {
   /**
    * transformers' `tokenizer_kwargs={"truncation": ...}`: true cuts an input to the tokens the
    * model reads. Left out, tsllm cuts too, where transformers would fail in the model, with one
-   * warning per input cut (onWarning); false refuses a longer input, naming it.
+   * warning per input cut (onWarning); false refuses a longer input, naming it. transformers'
+   * strategies by name too: "longest_first" (true), "do_not_truncate" (false); "only_first" /
+   * "only_second" cut as "longest_first" here (one text), except that "only_second" refuses a text
+   * to cut, as tokenizers ("Second sequence not provided").
    */
-  readonly truncation?: boolean;
+  readonly truncation?: Truncation;
 }
 
 export interface FillMaskProposal {
@@ -84,8 +87,7 @@ export function fillMask(runner: EncoderRunner, defaults: FillMaskOptions, warn:
   const settings = (options: FillMaskOptions, told: boolean) => {
     const k = options.topK ?? 5;
     if (!Number.isInteger(k) || k < 0) throw new OptionError(`topK must be a non-negative integer, got ${k}`, "topK");
-    truncationOf(TASK, options.truncation);
-    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets, told), truncation: options.truncation };
+    return { k, targets: options.targets === undefined ? undefined : targetIds(options.targets, told), truncation: truncationOf(TASK, options.truncation) };
   };
   settings(withDefaults(defaults, {}), true);
 

@@ -8,6 +8,7 @@ export type { TextClassificationInput, TextClassificationOptions, LabelScore } f
 export type { AggregationStrategy, TokenClassificationOptions, TokenEntity, EntityGroup } from "./token-classification.js";
 export type { FillMaskOptions, FillMaskProposal } from "./fill-mask.js";
 export type { FeatureExtractionOptions } from "./feature-extraction.js";
+export type { Truncation } from "./inputs.js";
 export type { TextGenerationOptions } from "./text-generation.js";
 export { embeddingsOf, tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions, type EmbeddingInput, type PromptOptions } from "./embed.js";
 export type { EncoderLoadOptions } from "./encoder-runner.js";

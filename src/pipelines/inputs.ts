@@ -1,4 +1,5 @@
-import { checkFlags, checkOptionKeys, OptionError } from "../units/index.js";
+import type { TruncationStrategy } from "../tokenizer/index.js";
+import { checkOptionKeys, OptionError, shownValue } from "../units/index.js";
 
 /**
  * Checks of what a pipeline is called with, shared by every task: a value of the wrong kind is
@@ -65,17 +66,26 @@ export function textsOf(task: string, input: unknown): string[] {
   return input as string[];
 }
 
+/** transformers' truncation strategies by name (its TruncationStrategy's values), each as this project cuts with it */
+const TRUNCATION_STRATEGIES: Readonly<Record<string, TruncationStrategy | false>> = { longest_first: "longest_first", only_first: "only_first", only_second: "only_second", do_not_truncate: false };
+
+/** a pipeline's `truncation` as transformers takes it: true or false, or a strategy's name (Truncation) */
+export type Truncation = boolean | TruncationStrategy | "do_not_truncate";
+
 /**
  * transformers' `truncation` (a tokenizer argument the encoder pipelines pass on): true cuts an
- * input to the tokens the model reads; false keeps it whole, which the model cannot read
- * (EncoderRunner.encode). Left out: cut as true, tsllm's default, where transformers' own
- * (no truncation) fails in the model; the pipeline warns of each input it cuts then
- * (EncoderRunner.encode).
+ * input to the tokens the model reads, the longer text of a pair first ("longest_first", the same);
+ * "only_first" / "only_second" cut that text of a pair alone (tokenizers' OnlyFirst / OnlySecond,
+ * refused where it cannot be cut enough: truncateModelInput); false ("do_not_truncate") keeps it
+ * whole, which the model cannot read (EncoderRunner.encode). Left out (undefined here): cut as
+ * true, tsllm's default, where transformers' own (no truncation) fails in the model; the pipeline
+ * warns of each input it cuts then (EncoderRunner.encode). The strategy it cuts with, or false.
  */
-export function truncationOf(task: string, value: unknown): boolean {
-  if (value === undefined) return true;
-  checkFlags({ truncation: value }, ["truncation"], task);
-  return value as boolean;
+export function truncationOf(task: string, value: unknown): TruncationStrategy | false | undefined {
+  if (value === undefined || typeof value === "boolean") return value === true ? "longest_first" : value;
+  const strategy = typeof value === "string" && Object.hasOwn(TRUNCATION_STRATEGIES, value) ? TRUNCATION_STRATEGIES[value] : undefined;
+  if (strategy === undefined) throw new OptionError(`${task}: truncation: expected true, false, "longest_first", "only_first", "only_second" or "do_not_truncate", got ${shownValue(value)}`, "truncation");
+  return strategy;
 }
 
 /**

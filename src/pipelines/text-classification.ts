@@ -1,7 +1,7 @@
 import type { ModelInput } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import type { EncoderRunner } from "./encoder-runner.js";
-import { encoderCallOptions, inputError, isObject, truncationOf, withDefaults } from "./inputs.js";
+import { encoderCallOptions, inputError, isObject, truncationOf, withDefaults, type Truncation } from "./inputs.js";
 import { sigmoid, softmax } from "./math.js";
 
 /**
@@ -24,9 +24,11 @@ export interface TextClassificationOptions {
    * transformers' `truncation` (a tokenizer argument it passes on): true cuts an input (a pair:
    * the longer text first) to the tokens the model reads. Left out, tsllm cuts too, where
    * transformers would fail in the model, with one warning per input cut (onWarning); false
-   * refuses a longer input, naming it.
+   * refuses a longer input, naming it. transformers' strategies by name too: "longest_first" (true),
+   * "do_not_truncate" (false), "only_first" / "only_second" (that text of a pair alone; refused,
+   * naming the input, where it cannot give up enough, or "only_second" on one text, as tokenizers).
    */
-  readonly truncation?: boolean;
+  readonly truncation?: Truncation;
 }
 
 export interface LabelScore {
@@ -98,8 +100,7 @@ export function textClassification(runner: EncoderRunner, defaults: TextClassifi
   const settings = (options: TextClassificationOptions) => {
     const { topK } = options;
     if (topK !== undefined && topK !== null && (!Number.isInteger(topK) || topK < 0)) throw new OptionError(`topK must be a non-negative integer or null, got ${topK}`, "topK");
-    truncationOf(TASK, options.truncation);
-    return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: options.truncation };
+    return { topK, fn: functionNamed(options.functionToApply) ?? defaultFn, truncation: truncationOf(TASK, options.truncation) };
   };
   settings(withDefaults(defaults, {}, NULL_IS_VALUE));
 

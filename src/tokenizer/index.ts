@@ -11,5 +11,5 @@ export { SpecialMatcher, type SpecialToken, type Fragment } from "./special-spli
 export { openTokenizer } from "./open.js";
 export { draftVocabularyMismatch } from "./draft-vocabulary.js";
 export { normalizePrompt, PROMPT_NORMALIZATIONS, type PromptNormalization } from "./normalize.js";
-export { assembleModelInput, encodeModelInput, inputTemplateOf, truncateModelInput, type InputTemplate, type ModelInput, type ModelInputOptions, type TemplateToken } from "./model-input.js";
+export { assembleModelInput, encodeModelInput, inputTemplateOf, truncateModelInput, type InputTemplate, type ModelInput, type ModelInputOptions, type TemplateToken, type TruncationStrategy } from "./model-input.js";
 export { byteLevelOffsets, metaspaceOffsets, wordPieceOffsets, type Offset } from "./offsets.js";

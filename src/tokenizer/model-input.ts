@@ -33,8 +33,16 @@ export interface ModelInputOptions {
   readonly pair?: string;
   /** at most this many tokens in all (special tokens included); longer texts are truncated */
   readonly maxLength?: number;
+  /** how a longer input is cut to maxLength (truncateModelInput); longest first unless told */
+  readonly truncation?: TruncationStrategy;
   readonly addSpecialTokens?: boolean;
 }
+
+/**
+ * transformers' truncation strategies that cut (TruncationStrategy, tokenizers' own): the longer
+ * text of a pair first, or only the first or only the second text
+ */
+export type TruncationStrategy = "longest_first" | "only_first" | "only_second";
 
 /** Tokenizers that know their template and offsets (HFTokenizer); others get BERT's or RoBERTa's by their type. */
 interface InputAware {
@@ -60,7 +68,7 @@ export function encodeModelInput(tok: Tokenizer, text: string, options: ModelInp
   const offA = aware.tokenOffsets?.(text, a);
   const offB = b === undefined || options.pair === undefined ? undefined : aware.tokenOffsets?.(options.pair, b);
   const whole = assembleModelInput(inputTemplateOf(tok), a, offA, options.addSpecialTokens ?? true, b === undefined ? undefined : { ids: b, offsets: offB });
-  return options.maxLength === undefined ? whole : truncateModelInput(tok, whole, options.maxLength);
+  return options.maxLength === undefined ? whole : truncateModelInput(tok, whole, options.maxLength, options.truncation);
 }
 
 /**
@@ -82,12 +90,37 @@ function longestFirst(na: number, nb: number, room: number): [number, number] {
 }
 
 /**
- * An input (encodeModelInput's, uncut) cut to `maxLength` tokens in all as the tokenizer's
- * truncation=True cuts it, the special tokens kept: longest first as the fast tokenizers' LongestFirst
- * (tokenizers' truncate_encodings), which transformers' AutoTokenizer applies. The input itself when
- * it fits; no text is tokenized again.
+ * The tokens texts of `na` and `nb` tokens (`nb` undefined: one text) keep in `room` as tokenizers'
+ * truncate_encodings cuts them with `strategy`. only_first and only_second cut their text alone,
+ * which must keep a token at least (tokenizers' "Sequence to truncate too short to respect the
+ * provided max_length"); only_second on one text has nothing to cut ("Second sequence not
+ * provided"). Both are refused here with a RangeError saying why, as tokenizers refuses them:
+ * transformers' fast tokenizers raise them (its Python tokenizers log them and leave the input whole,
+ * which its model cannot read). A room of 0 (a maxLength of the special tokens alone) cuts every text
+ * to nothing, whichever the strategy, as tokenizers does.
  */
-export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength: number): ModelInput {
+function keptLengths(na: number, nb: number | undefined, room: number, strategy: TruncationStrategy): [number, number] {
+  if (room === 0) return [0, 0];
+  const remove = na + (nb ?? 0) - room;
+  if (strategy === "longest_first") return nb === undefined ? [room, 0] : longestFirst(na, nb, room);
+  if (strategy === "only_second" && nb === undefined) {
+    throw new RangeError(`truncation "only_second" cuts only a pair's second text, and this input is one text (tokenizers: "Second sequence not provided")`);
+  }
+  const [which, n] = strategy === "only_first" ? ["first", na] : ["second", nb!];
+  if (n <= remove) {
+    throw new RangeError(`truncation "${strategy}" cuts only the ${which} text, whose ${n} tokens cannot give up the ${remove} that must go (it keeps one at least; "longest_first" cuts both) (tokenizers: "Sequence to truncate too short to respect the provided max_length")`);
+  }
+  return strategy === "only_first" ? [na - remove, nb ?? 0] : [na, nb! - remove];
+}
+
+/**
+ * An input (encodeModelInput's, uncut) cut to `maxLength` tokens in all as the tokenizer's
+ * truncation cuts it, the special tokens kept: by default (truncation=True) longest first as the fast
+ * tokenizers' LongestFirst (tokenizers' truncate_encodings), which transformers' AutoTokenizer
+ * applies; "only_first" / "only_second" cut that text alone (keptLengths). The input itself when it
+ * fits; no text is tokenized again.
+ */
+export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength: number, strategy: TruncationStrategy = "longest_first"): ModelInput {
   const added = input.specialMask.filter(Boolean).length;
   const room = maxLength - added;
   if (room < 0) throw new RangeError(`maxLength ${maxLength} leaves no room for the ${added} special tokens`);
@@ -99,9 +132,7 @@ export function truncateModelInput(tok: Tokenizer, input: ModelInput, maxLength:
   const tpl = inputTemplateOf(tok), single = tpl.single.prefix.length + tpl.single.suffix.length;
   // a pair whose second text has no tokens ("") is told by its template's special tokens
   const a = of(0), pair = input.sequenceIds.includes(1) || (added > 0 && added !== single) ? of(1) : undefined;
-  let na = a.ids.length, nb = pair?.ids.length ?? 0;
-  if (pair === undefined) na = room;
-  else [na, nb] = longestFirst(na, nb, room);
+  const [na, nb] = keptLengths(a.ids.length, pair?.ids.length, room, strategy);
   const cut = pair === undefined ? undefined : { ids: pair.ids.slice(0, nb), offsets: pair.offsets?.slice(0, nb) };
   return assembleModelInput(tpl, a.ids.slice(0, na), a.offsets?.slice(0, na), added > 0, cut);
 }
