@@ -310,6 +310,34 @@ test("a stray argument (tsllm inspect model.gguf, convert DIR as llama.cpp's con
   }
 });
 
+test("a near miss in a value or another tool's short flag is one line with the suggestion, by the same closest() as an option's typo: a task, a quantize type (any case, as llama-quantize's), -o, a pipeline's text without --input", () => {
+  for (const [args, expected] of [
+    // transformers' task aliases (sentiment-analysis) are suggested as its task names are
+    [["pipeline", "sentimen", "--input", "hi"], 'unknown task "sentimen" (did you mean "sentiment-analysis"?)'],
+    [["pipeline", "text-generaton", "--input", "hi"], 'unknown task "text-generaton" (did you mean "text-generation"?)'],
+    // -o: llama-imatrix's and llama-gguf-split's output file, most tools' too; convert's is --out
+    [["convert", "--model", "some/folder", "-o", "x.gguf"], "unknown option -o (did you mean --out?)"],
+    // a pipeline's text typed after TASK without --input (it was "this command takes options only")
+    [["pipeline", "sentiment-analysis", "--model", "some/folder", "some text"], 'unexpected argument \'some text\' (the text is given as --input "some text")'],
+    [["pipeline", "sentiment-analysis", "hello"], "unexpected argument 'hello' (the text is given as --input hello)"],
+    // one that looks like a model is still the model
+    [["pipeline", "sentiment-analysis", "org/model", "--input", "hi"], "unexpected argument 'org/model' (the model is given as --model org/model)"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+  // llama-quantize upper-cases the type before it compares (tools/quantize/quantize.cpp try_parse_ftype): Q8 is no type there either
+  for (const [args, expected] of [
+    [["quantize", "in.gguf", "out.gguf", "Q8"], /^tsllm: error: the type must be one of f32, .*, got "Q8" \(did you mean q8_0\?\)\n$/],
+    [["quantize", "in.gguf", "out.gguf", "--type", "IQ4NL"], /^tsllm: error: --type must be one of f32, .*, got "IQ4NL" \(did you mean iq4_nl\?\)\n$/],
+  ] as const) {
+    const r = tsllm([...args]);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, expected);
+  }
+  // far from every name, the list stays
+  assert.match(tsllm(["pipeline", "summarization", "--input", "hi"]).stderr, /^tsllm: error: unknown task "summarization" \(tasks: text-classification, .*\)\n$/);
+});
+
 test("tsllm help COMMAND (git help's, ollama help's habit) prints that command's help, as COMMAND --help; an unknown one or a second argument is one line", () => {
   for (const command of ["generate", "quantize", "tokenize"]) {
     const r = tsllm(["help", command]);

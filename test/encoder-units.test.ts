@@ -213,7 +213,7 @@ test("encoder pipelines: batchSize / maxLength at a call are told to go to pipel
   for (const [task, model, input] of tasks) {
     const p = (await pipeline(task, `${O}/${model}`, { threads: 1 })) as unknown as ((x: string, o: object) => Promise<unknown>) & { dispose(): void };
     try {
-      for (const [key, name] of [["batchSize", "batchSize"], ["batch_size", "batchSize"], ["maxLength", "maxLength"], ["max_length", "maxLength"]]) {
+      for (const [key, name] of [["batchSize", "batchSize"], ["batch_size", "batchSize"], ["maxLength", "maxLength"], ["max_length", "maxLength"]] as const) {
         const told = new RegExp(`^OptionError: ${task}: "${key}" is not a call's option: ${name} is the pipeline's own, given when it is made \\(pipeline\\("${task}", model, \\{ ${name}: \\.\\.\\. \\}\\)\\); a call takes `);
         await assert.rejects(p(input, { [key]: 8 }), told, `${task} ${key}`);
       }
@@ -223,7 +223,7 @@ test("encoder pipelines: batchSize / maxLength at a call are told to go to pipel
   }
   // where they go, they are taken
   const clf = await pipeline("text-classification", `${O}/bert-uncased-sst`, { threads: 1, batchSize: 8, maxLength: 128 });
-  assert.equal((await clf(["fine", "good"])).length, 2);
+  assert.equal(((await clf(["fine", "good"])) as unknown[]).length, 2);
   clf.dispose();
 });
 

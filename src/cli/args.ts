@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import type { BackendName } from "../kernels/index.js";
@@ -124,6 +125,20 @@ function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string
   return out;
 }
 
+/**
+ * Other tools' one-letter spellings that tsllm does not take as aliases (the letter means different
+ * things across tools: -o is llama-imatrix's and llama-gguf-split's output file, most Unix tools'
+ * too), only suggests: the first of the names that the command has.
+ */
+const OTHER_TOOLS_SHORT_OPTIONS: Record<string, readonly string[]> = {
+  "-o": ["out", "output", "outfile"],
+};
+
+/** whether a stray argument names a model rather than being a text: an existing path, a .gguf name, or a Hub org/name */
+function looksLikeModel(arg: string): boolean {
+  return existsSync(arg) || /\.gguf$/i.test(arg) || /^[\w.-]+\/[\w.-]+$/.test(arg);
+}
+
 /** edit distance, for "did you mean" */
 function distance(a: string, b: string): number {
   let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -173,15 +188,21 @@ function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boo
       // llama.cpp's older snake_case names (--n_predict, --repeat_penalty) are its dashed ones
       const wanted = unknown[1]!.startsWith("--") ? unknown[1]!.slice(2).replaceAll("_", "-") : undefined;
       const alias = wanted === undefined ? undefined : LLAMA_CPP_ALIASES[`--${wanted}`]?.find((o) => Object.hasOwn(options, o));
-      const suggestion = alias ?? (wanted === undefined ? undefined : closest(wanted, Object.keys(options)));
+      const short = OTHER_TOOLS_SHORT_OPTIONS[unknown[1]!]?.find((o) => Object.hasOwn(options, o));
+      const suggestion = alias ?? short ?? (wanted === undefined ? undefined : closest(wanted, Object.keys(options)));
       throw new UsageError(`unknown option ${unknown[1]}${suggestion ? ` (did you mean --${suggestion}?)` : " (--help lists the options)"}`);
     }
     // Node's "Unexpected argument 'X'. This command does not take positional arguments" named no
     // way on: `tsllm inspect model.gguf` (llama.cpp's convert script takes its folder so) wants --model
     const positional = /^Unexpected argument '([\s\S]*)'\. This command does not take positional arguments/.exec((e as Error).message);
     if (positional) {
-      const model = Object.hasOwn(options, "model") && !args.some((a) => a === "--model" || a.startsWith("--model="));
-      throw new UsageError(`unexpected argument '${positional[1]}' (${model ? `the model is given as --model ${positional[1]}` : "this command takes options only; --help lists them"})`);
+      const arg = positional[1]!;
+      // where the command also takes a text (pipeline's --input), a stray argument is a model only if it
+      // looks like one (a file or folder, a .gguf name, a Hub org/name): `pipeline TASK "some text"` is the text
+      const input = Object.hasOwn(options, "input") && !looksLikeModel(arg);
+      const model = !input && Object.hasOwn(options, "model") && !args.some((a) => a === "--model" || a.startsWith("--model="));
+      const way = input ? `the text is given as --input ${/[\s"'\\]/.test(arg) ? JSON.stringify(arg) : arg}` : model ? `the model is given as --model ${arg}` : "this command takes options only; --help lists them";
+      throw new UsageError(`unexpected argument '${arg}' (${way})`);
     }
     // Node's "Option '--flash-attn <value>' argument missing" named the long option where -fa was
     // typed: the option the user typed last (only the last can lack its value) is named as typed

@@ -5,7 +5,7 @@ import {
 import { OptionError } from "../units/index.js";
 import { flagOf, seedFrom } from "./generate.js";
 import { resolveInterruptibly } from "./interrupt.js";
-import { MODEL_MEANING, backendOption, decimalNumber, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
+import { MODEL_MEANING, backendOption, closest, decimalNumber, flag, inputLabel, memoryMarginOption, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, requireString, strings, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 
 export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TEXT [--input TEXT]... [--top-k K]
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
@@ -169,7 +169,11 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const values = parse(task === undefined ? argv : argv.slice(1), PIPELINE_ARGS);
   if (flag(values, "help")) { process.stdout.write(pipelineHelp); return; }
   if (task === undefined) throw new UsageError(`a TASK is required (${PIPELINE_TASKS.join(", ")})`);
-  if (!PIPELINE_TASKS.includes(task as PipelineTask)) throw new UsageError(`unknown task "${task}" (tasks: ${PIPELINE_TASKS.join(", ")})`);
+  if (!PIPELINE_TASKS.includes(task as PipelineTask)) {
+    // transformers' task aliases (sentiment-analysis, ner) are among the names, so are suggested too
+    const suggestion = closest(task, PIPELINE_TASKS);
+    throw new UsageError(`unknown task "${task}" (${suggestion ? `did you mean "${suggestion}"?` : `tasks: ${PIPELINE_TASKS.join(", ")}`})`);
+  }
   for (const [name, tasks] of Object.entries(TASK_OPTIONS)) {
     if (values[name] !== undefined && !tasks.includes(task as PipelineTask)) throw new UsageError(`--${name} is for ${tasks.join(", ")}, not ${task}`);
   }

@@ -2,7 +2,7 @@ import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { quantizeModel, tensorTypesRefusal, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
 import { formatBytes } from "../units/index.js";
-import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
+import { closest, flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 import { namedByFlag, vocabOption } from "./input-files.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...
@@ -130,7 +130,9 @@ function quantizeType(typed: string, what: string): string {
   if (IMATRIX_TYPES.has(type)) throw new UsageError(`${what} ${shown} needs an importance matrix (llama-quantize --imatrix), which tsllm does not compute or read; give another type`);
   if (UNWRITABLE_TYPES.has(type)) throw new UsageError(`${what} ${shown} is a llama.cpp file type whose tensor types tsllm does not write; give one of ${QUANTIZE_TYPES.join(", ")}`);
   if (type === "copy") throw new UsageError(`${what} COPY (llama-quantize's copy of every tensor as stored) is not done here: copy the file itself, or give a type`);
-  throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")} (or llama-quantize's number for one), got "${shown}"`);
+  // the type is matched in any case, as llama-quantize does, so the suggestion is too (q8 for q8_0)
+  const suggestion = closest(type, QUANTIZE_TYPES);
+  throw new UsageError(`${what} must be one of ${QUANTIZE_TYPES.join(", ")} (or llama-quantize's number for one), got "${shown}"${suggestion ? ` (did you mean ${suggestion}?)` : ""}`);
 }
 
 /** a --tensor-type's type: a tensor type (ggml's name, any case), not a file type */
