@@ -42,7 +42,7 @@ export const KV_ALLOCATION_REMEDY = "lower contextSize (--ctx-size), kvCacheByte
  * Where a pool's rows live and how rows get there: the backend's memory (so attention reads
  * them in place) and its row copies. The default is host memory (a pool of plain arrays).
  */
-export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes" | "view" | "read" | "write">;
+export type KVStorage = Pick<Backend, "allocActivations" | "scatterRows" | "copy2d" | "kvHeadPlanes" | "clear" | "maxBufferBytes" | "view" | "read" | "readParts" | "write">;
 
 /** the sizes K/V storage depends on */
 export interface KVShape {
@@ -327,6 +327,16 @@ export class KVBlockPool {
     return block === undefined ? undefined : { block, id: this.registrations.get(block)!.id };
   }
 
+  /**
+   * One more reference to a block in use or cached (revive without counting a prefix hit): held,
+   * its rows can be neither evicted nor handed out again until release (a slot's save reads them
+   * a few blocks at a time)
+   */
+  hold(block: number): void {
+    if (!(this.refs[block]! > 0) && !this.registrations.has(block)) throw new Error(`KV block ${block} is neither in use nor a cached prefix`);
+    this.reference(block);
+  }
+
   /** one more reference to a registered block, taking it out of the idle list when nobody held it */
   revive(block: number): void {
     if (!this.registrations.has(block)) throw new Error(`KV block ${block} holds no cached prefix`);
@@ -376,7 +386,11 @@ export class KVBlockPool {
    */
   readBlock(block: number): Promise<Float32Array> {
     const parts = this.blockParts(block);
-    const reads = parts.map(([a, offset, n]) => this.storage.read(this.storage.view(a, offset, n)));
+    const views = parts.map(([a, offset, n]) => this.storage.view(a, offset, n));
+    // (one read of every part where the backend can: on WebGPU a read each was a staging buffer and a map each)
+    // (the views keep the arrays they name alive until the read is done)
+    if (this.storage.readParts) return this.storage.readParts(views);
+    const reads = views.map((v) => this.storage.read(v));
     return Promise.all(reads).then((got) => {
       const out = new Float32Array(this.blockFloats);
       let at = 0;

@@ -124,6 +124,12 @@ export interface EngineStats {
 }
 
 const GiB = 2 ** 30;
+/**
+ * KV blocks a slot's save reads at once: each read holds its rows in a staging buffer until it is
+ * mapped (4 MiB a block of a 32-layer model with 8 KV heads of 128 in f32), so a few keep the
+ * device busy without the slot's whole cache staged twice
+ */
+const SAVE_BLOCKS_IN_FLIGHT = 4;
 
 /**
  * The engine: requests in, steps out. Every step the scheduler picks the rows to compute (the
@@ -357,16 +363,32 @@ export class Engine {
    * llama-server's slot save, in the engine's terms: once the request running in slot `id` (if
    * any) has ended, the tokens the slot ran last whose rows the prefix cache holds (its leading
    * whole blocks; a partial last block is never cached) and those rows, one array per block as
-   * KVBlockPool.readBlock stores them (kvLayout). The reads are issued between two steps.
+   * KVBlockPool.readBlock stores them (kvLayout). The blocks are found and held between two
+   * steps, so that no step evicts or reuses them (a K/V row never changes once written), then
+   * read SAVE_BLOCKS_IN_FLIGHT at a time and released between two steps.
    */
   async saveSlot(id: number): Promise<SlotCache> {
     await this.idleSlot(id);
     const taken = await this.betweenSteps(() => {
       const tokens = this.slotTable.lastTokens(id) ?? [];
       const blocks = this.pool ? cachedPrefixBlocks(this.pool, tokens) : [];
-      return { tokens: tokens.slice(0, blocks.length * DEFAULT_BLOCK_SIZE), reads: blocks.map((b) => this.pool!.readBlock(b)) };
+      for (const b of blocks) this.pool!.hold(b);
+      return { tokens: tokens.slice(0, blocks.length * DEFAULT_BLOCK_SIZE), blocks };
     });
-    return { tokens: taken.tokens, blocks: await Promise.all(taken.reads) };
+    const rows: Float32Array[] = [];
+    try {
+      // (a few blocks' reads at a time: all at once, a 4096-token slot's were 256 blocks' staging
+      // memory held on a GPU and as many maps pending, or 131k on WebGPU before readParts)
+      for (let i = 0; i < taken.blocks.length; i += SAVE_BLOCKS_IN_FLIGHT) {
+        rows.push(...(await Promise.all(taken.blocks.slice(i, i + SAVE_BLOCKS_IN_FLIGHT).map((b) => this.pool!.readBlock(b)))));
+      }
+    } finally {
+      // (the last first, as a sequence's blocks go: the chain's head is evicted last)
+      await this.betweenSteps(() => {
+        for (const b of [...taken.blocks].reverse()) this.pool!.release(b);
+      });
+    }
+    return { tokens: taken.tokens, blocks: rows };
   }
 
   /**

@@ -94,6 +94,13 @@ export interface Backend {
   /** a fresh host copy of `a`: the synchronisation point (resolves once every op before it has run) */
   read(a: DeviceArray): Promise<Float32Array>;
   /**
+   * `read` of several arrays at once: their floats one after another, with one wait. On a GPU one
+   * copy of each into one staging buffer and one map, where a read each took a staging buffer and
+   * a map of their own (a KV block's rows lie in one range per layer, K or V and KV head plane:
+   * 512 of them a block of a 32-layer model with 8 KV heads). Absent: a read each.
+   */
+  readonly readParts?: (parts: readonly DeviceArray[]) => Promise<Float32Array>;
+  /**
    * every float of `a` set to zero. Where the host addresses the memory (reference, wasm) this
    * also backs its pages now rather than at first use: a new KV cache is cleared when made, as
    * llama.cpp clears a new context's KV buffer (a first touch costs ~12 us per 4 KB page on the

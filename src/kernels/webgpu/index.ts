@@ -207,6 +207,13 @@ export interface WebGPUBackendInfo extends Backend {
   readonly adapter: string;
   /** dispatches recorded and batches submitted since the backend was created (what a pass costs the host) */
   counters(): { dispatches: number; submits: number };
+  /**
+   * staging buffers mapped by reads since the backend was created, and the most mapping at once
+   * (each one is a staging buffer held and a promise pending: what a slot's save keeps bounded)
+   */
+  readCounters(): { maps: number; mostInFlight: number };
+  /** Backend.readParts: one staging buffer and one map for every part */
+  readonly readParts: NonNullable<Backend["readParts"]>;
   /** with `profileKernels`: the GPU time per kernel of the batches submitted since the last call, largest first (it waits for them) */
   kernelTimes(): Promise<KernelTime[]>;
 }
@@ -283,6 +290,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
   /** with profileKernels: timestamps around every dispatch */
   private readonly profiler: KernelProfiler | null;
   private submitTotal = 0;
+  /** staging buffers mapped by reads (readCounters), those mapping now and the most at once */
+  private maps = 0;
+  private mapsInFlight = 0;
+  private mostMapsInFlight = 0;
   private readonly uniformBuffer: GPUBufferLike;
   private readonly uniformMirror = new ArrayBuffer(SLOT * SLOTS);
   private readonly uniformU32 = new Uint32Array(this.uniformMirror);
@@ -576,6 +587,10 @@ class WebGPUBackend implements WebGPUBackendInfo {
     return { dispatches: this.dispatchTotal, submits: this.submitTotal };
   }
 
+  readCounters(): { maps: number; mostInFlight: number } {
+    return { maps: this.maps, mostInFlight: this.mostMapsInFlight };
+  }
+
   async kernelTimes(): Promise<KernelTime[]> {
     if (!this.profiler) throw new Error("kernelTimes: the backend was created without profileKernels");
     this.flush();
@@ -801,28 +816,47 @@ class WebGPUBackend implements WebGPUBackendInfo {
 
   async read(a: DeviceArray): Promise<Float32Array> {
     this.alive("read");
-    const g = this.arr("read", "the array", a);
-    if (g.length === 0) {
+    return this.readArrays("read", [this.arr("read", "the array", a)]);
+  }
+
+  async readParts(parts: readonly DeviceArray[]): Promise<Float32Array> {
+    this.alive("readParts");
+    return this.readArrays("readParts", parts.map((p, i) => this.arr("readParts", `part ${i}`, p)));
+  }
+
+  /** the arrays' floats one after another: a copy of each into one staging buffer, submitted with what is recorded, and one map */
+  private async readArrays(op: string, arrays: readonly GpuArray[]): Promise<Float32Array> {
+    let floats = 0;
+    for (const g of arrays) floats += g.length;
+    if (floats === 0) {
       this.flush();
       this.releaseHostWeights();
-      await this.checkErrors("read");
+      await this.checkErrors(op);
       return new Float32Array(0);
     }
-    const bytes = Math.ceil(g.length / 4) * 16;
+    const bytes = Math.ceil(floats / 4) * 16;
     const staging = this.takeStaging(bytes);
-    this.encoderOutsidePass().copyBufferToBuffer(g.buffer, g.offset * 4, staging, 0, g.length * 4);
+    const encoder = this.encoderOutsidePass();
+    let at = 0;
+    for (const g of arrays) {
+      if (g.length > 0) encoder.copyBufferToBuffer(g.buffer, g.offset * 4, staging, at * 4, g.length * 4);
+      at += g.length;
+    }
     this.flush();
     this.releaseHostWeights();
     let reusable = false;
+    this.maps++;
+    this.mostMapsInFlight = Math.max(this.mostMapsInFlight, ++this.mapsInFlight);
     try {
       // a device lost meanwhile fails the map with an AbortError (Dawn's bare, chromium's before it tells of the loss): the loss is the error
-      await staging.mapAsync(MapMode.READ, 0, g.length * 4).catch(async (e: unknown) => { throw await this.lostOr("read", e); });
-      const result = new Float32Array(staging.getMappedRange(0, g.length * 4).slice(0));
+      await staging.mapAsync(MapMode.READ, 0, floats * 4).catch(async (e: unknown) => { throw await this.lostOr(op, e); });
+      const result = new Float32Array(staging.getMappedRange(0, floats * 4).slice(0));
       staging.unmap();
       reusable = true;
-      await this.checkErrors("read");
+      await this.checkErrors(op);
       return result;
     } finally {
+      this.mapsInFlight--;
       if (reusable && !this.disposed && this.stagingPool.length < STAGING_KEPT) this.stagingPool.push(staging);
       else staging.destroy();
     }
