@@ -154,21 +154,37 @@ test("the chat page loads without a console error (no favicon 404) and its messa
   }
 });
 
-/** the page's accessibility tree as Chromium gives it to a screen reader (CDP), its nodes' role, name and properties */
-async function axNodes(page: Page): Promise<{ role: string; name: string; props: Record<string, unknown> }[]> {
+/** a node of Chromium's accessibility tree (CDP), ignored ones included: they hold children that are not */
+interface RawAxNode { nodeId: string; childIds?: string[]; ignored: boolean; role?: { value: string }; name?: { value: string }; properties?: { name: string; value: { value: unknown } }[] }
+
+/**
+ * the page's accessibility tree as Chromium gives it to a screen reader (CDP), its nodes' role,
+ * name and properties; `texts()`: the texts read inside a node, in order
+ */
+async function axNodes(page: Page): Promise<{ role: string; name: string; props: Record<string, unknown>; texts: () => string[] }[]> {
   const cdp = await page.context().newCDPSession(page);
-  const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as { nodes: { ignored: boolean; role?: { value: string }; name?: { value: string }; properties?: { name: string; value: { value: unknown } }[] }[] };
+  const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as { nodes: RawAxNode[] };
   await cdp.detach();
-  return nodes.filter((n) => !n.ignored).map((n) => ({ role: n.role?.value ?? "", name: n.name?.value ?? "", props: Object.fromEntries((n.properties ?? []).map((p) => [p.name, p.value.value])) }));
+  const byId = new Map(nodes.map((n) => [n.nodeId, n]));
+  // depth first, in the tree's order of children, through ignored nodes
+  const texts = (n: RawAxNode | undefined): string[] => {
+    if (!n) return [];
+    if (!n.ignored && n.role?.value === "StaticText") return [n.name?.value ?? ""];
+    return (n.childIds ?? []).flatMap((c) => texts(byId.get(c)));
+  };
+  return nodes.filter((n) => !n.ignored).map((n) => ({ role: n.role?.value ?? "", name: n.name?.value ?? "", props: Object.fromEntries((n.properties ?? []).map((p) => [p.name, p.value.value])), texts: () => texts(n) }));
 }
 
-test("a screen reader hears the replies: the conversation is a polite live region, a reply busy while it streams", { skip }, async () => {
+/** a text as read out: its runs of white space one space, none at its ends */
+const spoken = (text: string): string => text.replace(/\s+/g, " ").trim();
+
+test("a screen reader hears the replies: a polite live region (status) gets a reply once complete, a reply busy while it streams", { skip }, async () => {
   const { page, errors } = await openPage();
   // WAI-ARIA: a region whose content changes without the user moving there is announced only
-  // when it is live; aria-busy holds the announcement until a streaming reply is complete
-  const conversation = (await axNodes(page)).find((n) => n.name === "Conversation");
-  assert.equal(conversation?.role, "list");
-  assert.equal(conversation?.props.live, "polite");
+  // when it is live; the conversation is not one (its stats and buttons were read out after a
+  // reply), a status region gets each reply once complete
+  const status = () => axNodes(page).then((nodes) => nodes.filter((n) => n.role === "status"));
+  assert.deepEqual((await status()).map((n) => [n.props.live, n.texts().join("")]), [["polite", ""]]);
   const restore = slowEngine(15);
   try {
     await page.fill("#max-tokens", "200");
@@ -176,14 +192,95 @@ test("a screen reader hears the replies: the conversation is a polite live regio
     await page.press("#input", "Enter");
     await page.waitForFunction(() => (document.querySelector("li.assistant .content")?.textContent ?? "").length > 5);
     assert.deepEqual((await axNodes(page)).filter((n) => n.role === "listitem").map((n) => Boolean(n.props.busy)), [false, true]);
+    assert.deepEqual((await status()).map((n) => n.texts().join("")), [""], "nothing announced while it streams");
     await page.click("#stop");
     await page.waitForSelector("li.assistant .stats");
   } finally {
     restore();
   }
   assert.deepEqual((await axNodes(page)).filter((n) => n.role === "listitem").map((n) => Boolean(n.props.busy)), [false, false]);
+  assert.deepEqual((await status()).map((n) => spoken(n.texts().join(""))), [spoken((await page.textContent("li.assistant .content"))!)]);
   assert.deepEqual(errors, []);
   await page.close();
+});
+
+test("a screen reader hears who said each message (You / Assistant), and a finished reply as its text alone: its stats and buttons are out of the live region, still there to reach", { skip }, async () => {
+  const { page, errors } = await openPage();
+  await page.fill("#max-tokens", "8");
+  await page.fill("#input", "Once upon a time");
+  await page.press("#input", "Enter");
+  await page.waitForSelector("li.assistant .stats");
+  const nodes = await axNodes(page);
+  // each message's first text in the tree (document order) names who said it
+  const said = nodes.filter((n) => n.role === "listitem").map((n) => n.texts()[0]);
+  assert.deepEqual(said, ["You:", "Assistant:"]);
+  // what the page's live regions hold (the text a screen reader announces as it changes): the reply's text alone, no stats, no buttons
+  const live = nodes.filter((n) => n.props.live === "polite" || n.props.live === "assertive").map((n) => spoken(n.texts().join("")));
+  const reply = (await page.textContent("li.assistant .content"))!;
+  assert.deepEqual(live, [spoken(reply), ""]);
+  // the stats and the buttons are still in the tree, to read and to reach
+  const stats = (await page.textContent("li.assistant .stats"))!;
+  assert.ok(nodes.some((n) => n.role === "StaticText" && n.name === stats));
+  for (const name of ["Copy", "Regenerate", "Edit"]) assert.ok(nodes.some((n) => n.role === "button" && n.name === name && n.props.focusable), name);
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("a conversation grown past the context: the refusal in one line with a button that drops the oldest turns (the system prompt kept) and sends again", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  try {
+    const { page, errors } = await openPage(small.url);
+    const bodies = chatBodies(page);
+    await page.fill("#system", "Tell a story.");
+    await page.fill("#max-tokens", "24");
+    // turns until the server refuses one: prompt + max_tokens past 128 tokens (context_length_exceeded)
+    let sent = 0;
+    for (; sent < 12; sent++) {
+      await page.fill("#input", `Once upon a time, turn ${sent}`);
+      await page.press("#input", "Enter");
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+      if (await page.isVisible("#trim")) break;
+    }
+    assert.ok(sent >= 1 && sent < 12, `refused after ${sent} turns`);
+    assert.match((await page.textContent("#error"))!, /maximum context length is 128 tokens/);
+    assert.equal(await page.inputValue("#input"), `Once upon a time, turn ${sent}`);
+    const refused = bodies.at(-1).messages;
+    assert.equal(await count(page, "#messages li"), 2 * sent);
+
+    await page.getByRole("button", { name: "Drop the oldest turns and retry" }).click();
+    await page.waitForSelector("#note:not(:empty)");
+    const retried = bodies.at(-1).messages;
+    assert.deepEqual(retried[0], { role: "system", content: "Tell a story." });
+    assert.deepEqual(retried.at(-1), { role: "user", content: `Once upon a time, turn ${sent}` });
+    // the oldest turns went, the newest stayed
+    assert.ok(retried.length < refused.length);
+    assert.deepEqual(retried.slice(1, -1), refused.slice(refused.length - retried.length + 1, -1));
+    assert.equal(await page.textContent("#error"), "");
+    assert.equal(await page.isVisible("#trim"), false);
+    const dropped = refused.length - retried.length;
+    assert.equal(await page.textContent("#note"), `${dropped} oldest messages were dropped to fit the model's context`);
+    // the page shows the conversation the model was sent, and the reply
+    assert.equal(await count(page, "#messages li"), retried.length - 1 + 1);
+    await page.waitForSelector("li.assistant:last-child .stats");
+
+    // a message that alone does not fit: dropping every turn cannot help, the conversation comes back whole
+    const shown = await count(page, "#messages li");
+    const long = "Once upon a time ".repeat(40).trim();
+    await page.fill("#input", long);
+    await page.press("#input", "Enter");
+    await page.waitForSelector("#trim", { state: "visible" });
+    await page.click("#trim");
+    await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled && document.getElementById("error")!.textContent !== "");
+    await until(async () => (await count(page, "#messages li")) === shown, "the conversation back whole");
+    assert.match((await page.textContent("#error"))!, /maximum context length is 128 tokens/);
+    assert.equal(await page.inputValue("#input"), long);
+    assert.equal(await page.textContent("#note"), "");
+    // (Chromium logs the refused request's 400 to the console)
+    assert.deepEqual(errors.filter((e) => !/status of 400/.test(e)), []);
+    await page.close();
+  } finally {
+    await small.close();
+  }
 });
 
 /** WCAG 2's relative luminance of a CSS rgb()/rgba() colour */

@@ -73,16 +73,27 @@ async function errorOf(res) {
   return message;
 }
 
+/** the code of a failed response's OpenAI-shaped error (model_not_found, context_length_exceeded, ...), read from a copy */
+async function codeOf(res) {
+  try {
+    return JSON.parse(await res.clone().text()).error?.code;
+  } catch {
+    return undefined;
+  }
+}
+
+/** a failed response as an Error with the server's message, and its code as `code` */
+async function failure(res) {
+  const code = await codeOf(res);
+  return Object.assign(new Error(await errorOf(res)), { code });
+}
+
 /**
  * whether a 404 says that the server serves another model now (restarted with it): the page
  * then shows that model and asks it instead (true when the model changed)
  */
 async function modelGone(res) {
-  let code;
-  try {
-    code = JSON.parse(await res.clone().text()).error?.code;
-  } catch {}
-  if (code !== "model_not_found") return false;
+  if ((await codeOf(res)) !== "model_not_found") return false;
   const before = modelId;
   await loadInfo();
   return modelId !== before;
@@ -160,7 +171,7 @@ function showReasoning(li, reasoning, thinking) {
     const text = document.createElement("div");
     text.className = "thought";
     details.append(summary, text);
-    li.prepend(details);
+    li.querySelector(".who").after(details);
   }
   details.querySelector(".thought").textContent = reasoning;
   // opened or folded only when the thinking starts or ends: a reader's own click holds meanwhile
@@ -176,6 +187,11 @@ function showReasoning(li, reasoning, thinking) {
 function bubble(role, text, index) {
   const li = document.createElement("li");
   li.className = role;
+  // who said it, for a screen reader (the bubbles' sides and colours say it to the eye only)
+  const who = document.createElement("span");
+  who.className = "who sr-only";
+  who.textContent = role === "user" ? "You:" : "Assistant:";
+  li.append(who);
   const content = document.createElement("div");
   content.className = "content";
   if (role === "assistant") renderMarkdown(text, content);
@@ -247,6 +263,7 @@ function renderAll() {
 function edit(index) {
   const text = history[index].content;
   history = history.slice(0, index);
+  $("trim").hidden = true;
   renderAll();
   $("input").value = text;
   save();
@@ -308,8 +325,14 @@ function sampling() {
 
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : "–");
 
+/**
+ * one message sent and its reply streamed into the conversation; true when the server refused it
+ * for the context (context_length_exceeded), the turn taken back
+ */
 async function send(text) {
   $("error").textContent = "";
+  $("note").textContent = "";
+  $("trim").hidden = true;
   const params = sampling();
   if (!params) {
     if ($("input").value === "") $("input").value = text;
@@ -339,7 +362,7 @@ async function send(text) {
   controller = new AbortController();
   setBusy(true);
   const started = performance.now();
-  let firstAt = 0, chunks = 0, made = null, timings = null, finish = null, error = null;
+  let firstAt = 0, chunks = 0, made = null, timings = null, finish = null, error = null, code;
   /** the turn as it stands: what the conversation keeps when the reply ends, or when the page is left while it streams */
   const turn = () => {
     const end = performance.now();
@@ -369,7 +392,7 @@ async function send(text) {
     };
     let res = await post();
     if (res.status === 404 && (await modelGone(res))) res = await post();
-    if (!res.ok) throw new Error(await errorOf(res));
+    if (!res.ok) throw await failure(res);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "", ended = false;
     for (;;) {
@@ -418,6 +441,7 @@ async function send(text) {
     else {
       finish = "error";
       error = e.message;
+      code = e.code;
     }
   } finally {
     controller = null;
@@ -436,19 +460,58 @@ async function send(text) {
     li.remove();
     if ($("input").value === "") $("input").value = text;
     save();
-    return;
+    if (code !== "context_length_exceeded" || turns !== history) return false;
+    // the conversation outgrew the context: the page offers to drop its oldest turns
+    $("trim").hidden = history.length === 0;
+    return true;
   }
   turns.push(...turn());
   // a New chat or an edit while it streamed replaced the conversation: this turn is not on the page any more
-  if (turns !== history) return;
+  if (turns !== history) return false;
   const follow = atBottom();
   // the previous reply loses its Regenerate button: only the last one can be asked for again
   for (const old of list.querySelectorAll("li.assistant button.regenerate")) old.remove();
   decorate(userLi, history.length - 2);
   decorate(li, history.length - 1);
+  // a screen reader announces the reply's text, and only that (the status region, not the conversation)
+  $("announce").textContent = content.textContent;
   save();
   if (follow) list.scrollTop = list.scrollHeight;
+  return false;
 }
+
+/**
+ * the message in the box sent again with the conversation's oldest turns dropped (a message and
+ * its replies at a time; the system prompt is no turn and stays), as few as make it fit the
+ * context; a note says how many went
+ */
+async function trimAndRetry() {
+  const text = $("input").value.trim();
+  if (!text || controller) return;
+  const before = history;
+  let dropped = 0;
+  for (;;) {
+    let n = 1;
+    while (n < history.length && history[n].role !== "user") n++;
+    history = history.slice(n);
+    dropped += n;
+    renderAll();
+    $("input").value = "";
+    save();
+    if (!(await send(text))) break;
+    if (history.length === 0) {
+      // the message alone does not fit: the conversation comes back whole, the refusal stays said
+      history = before;
+      renderAll();
+      save();
+      return;
+    }
+  }
+  if ($("error").textContent === "") {
+    $("note").textContent = `${dropped} oldest message${dropped === 1 ? " was" : "s were"} dropped to fit the model's context`;
+  }
+}
+$("trim").addEventListener("click", () => void trimAndRetry());
 
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
@@ -474,6 +537,8 @@ $("clear").addEventListener("click", () => {
   session = newSession();
   list.replaceChildren();
   $("error").textContent = "";
+  $("note").textContent = "";
+  $("trim").hidden = true;
   save();
   $("input").focus();
 });
