@@ -9,7 +9,7 @@ export type { ModelInfo, LanguageModel } from "./models/index.js";
 export { ChatTemplate, ChatTemplateError, NoChatTemplateError, type ChatContentPart, type ChatMessage, type ChatMessageInput, type ChatTemplateSource } from "./chat/index.js";
 export { startServer, OpenAIServer, type ServeOptions } from "./server/index.js";
 export { computePerplexity, computeKlDivergence, type PerplexityOptions, type PerplexityProgress, type PerplexityResult, type KlDivergenceOptions, type KlDivergenceProgress, type KlDivergenceResult } from "./perplexity/index.js";
-export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, type HubErrorCode, type DownloadOptions, type DownloadResult, type DownloadProgress, type CachedRepo, type RemoveResult } from "./hub/index.js";
+export { downloadModel, resolveModelReference, listCachedRepos, removeCachedRepo, HubError, ModelNotFoundError, type HubErrorCode, type DownloadOptions, type DownloadResult, type DownloadProgress, type CachedRepo, type RemoveResult } from "./hub/index.js";
 export { convertHFToGGUF, quantizeModel, type ConvertOptions, type ConvertResult, type QuantizeOptions, type QuantizeResult, type TypeFallback } from "./convert/index.js";
 export { planMemory, checkMemoryPlan, availableMemoryBytes, type MemoryPlan, type PlanRequest } from "./engine/index.js";
 export { loadPlanRequest } from "./llm.js";

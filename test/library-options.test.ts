@@ -5,8 +5,11 @@
 // the chat template ("Cannot read properties of undefined") and some were taken silently
 // (`warmup: "no"` warmed up, `encode(text, { addSpecialToken: false })` kept the BOS).
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
-import { loadModel, loadTokenizer, OptionError, RequestError, type ChatOptions, type GenerateOptions, type LoadModelOptions } from "../src/index.js";
+import { loadModel, loadTokenizer, ModelNotFoundError, OptionError, pipeline, RequestError, type ChatOptions, type GenerateOptions, type LoadModelOptions } from "../src/index.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -92,4 +95,30 @@ test("stories260K: a misspelled or mistyped tokenizer option is an OptionError, 
   assert.throws(() => tok.encode("Hello", 5 as never), (e) => isOptionError(e, "options", "options as a number"));
   assert.deepEqual(tok.encode("Hello", { addSpecialTokens: false, parseSpecial: true }), plain);
   assert.equal(tok.decode(plain, { skipSpecialTokens: true }), "Hello");
+});
+
+// A missing model was a plain Error: "no such model" told from a model that failed to load only by
+// its text. Now a ModelNotFoundError with `code` and `path`, the message the same one line.
+test("a model path that names nothing is a ModelNotFoundError with code model_not_found and the path, one line", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-missing-model-"));
+  try {
+    const path = join(dir, "nope.gguf");
+    const calls: [string, () => Promise<unknown>][] = [
+      ["loadModel", () => loadModel(path)],
+      ["loadTokenizer", () => loadTokenizer(path)],
+      ["pipeline", () => pipeline("feature-extraction", path)],
+    ];
+    for (const [what, call] of calls) {
+      await assert.rejects(call(), (e: unknown) => {
+        assert.ok(e instanceof ModelNotFoundError, `${what}: expected a ModelNotFoundError, got ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+        assert.equal(e.name, "ModelNotFoundError");
+        assert.equal(e.code, "model_not_found");
+        assert.equal(e.path, path);
+        assert.equal(e.message, `model not found: ${path} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
+        return true;
+      });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -20,6 +20,20 @@ export class HubError extends Error {
   }
 }
 
+/**
+ * A model reference that names nothing: no file or folder at `path`, and not a hub reference
+ * either (loadModel, loadTokenizer, pipeline, the CLI's --model). A class of its own with `code`
+ * and `path`, so that a caller tells "no such model" from a model that failed to load without
+ * reading the message. A hub reference the hub does not know is a HubError ("repo-not-found").
+ */
+export class ModelNotFoundError extends Error {
+  override name = "ModelNotFoundError";
+  readonly code = "model_not_found";
+  constructor(/** the reference as given */ readonly path: string) {
+    super(`model not found: ${path} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
+  }
+}
+
 const IO_REASONS: Record<string, string> = {
   ENOSPC: "no space left on device", EDQUOT: "disk quota exceeded", EROFS: "read-only file system", EACCES: "permission denied",
   EPERM: "operation not permitted", EFBIG: "file too large", ENOTDIR: "a path component is a file, not a folder",

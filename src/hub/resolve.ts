@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { downloadModel, type DownloadOptions } from "./download.js";
+import { ModelNotFoundError } from "./errors.js";
 import { progressReporter } from "./progress.js";
 import { looksLikeHubReference } from "./reference.js";
 
@@ -20,7 +21,7 @@ export type ResolveOptions = Omit<DownloadOptions, "refresh"> & {
 export async function resolveModelReference(ref: string, options: ResolveOptions = {}): Promise<string> {
   if (existsSync(ref)) return ref;
   if (!looksLikeHubReference(ref)) {
-    throw new Error(`model not found: ${ref} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
+    throw new ModelNotFoundError(ref);
   }
   const { quiet, onServedWithoutHub, ...download } = options;
   const onProgress = download.onProgress ?? (quiet ? undefined : progressReporter(process.stderr));
