@@ -295,3 +295,40 @@ test("stories260K: a token prompt whose KV worst case the loaded model's pool ca
     model.dispose();
   }
 });
+
+// A dozen calls given one AbortSignal (a page's Stop button for everything it runs) added a
+// listener each to it: Node warns of a leak past 10 (MaxListenersExceededWarning), as Model's
+// calls did before onAbort (src/units/abort-listeners.ts). The judge is the library's own rule
+// (test/library-stream.test.ts "concurrent calls sharing one AbortSignal put one listener on it").
+test("generate(), chat() and stream() calls sharing one AbortSignal put one listener on it; an abort still stops every one still running, and none is left once they end", async () => {
+  const { client, worker } = engine();
+  const caller = new AbortController();
+  const settled: Promise<unknown>[] = [];
+  for (let i = 0; i < 4; i++) {
+    settled.push(client.generate("Lily", { maxTokens: 2, signal: caller.signal }));
+    settled.push(client.chat([{ role: "user", content: "Hi" }], { chatTemplate: "{{ messages[0].content }}", maxTokens: 2, signal: caller.signal }));
+    client.stream("Lily", { maxTokens: 2, signal: caller.signal });
+  }
+  const ids = worker.posted.map((r) => r.id);
+  assert.equal(ids.length, 12);
+  assert.equal(getEventListeners(caller.signal, "abort").length, 1);
+  // the first three end on their own; the signal keeps its one listener for the other nine
+  for (const id of ids.slice(0, 3)) worker.reply({ id, kind: "result", value: { completion: "ab" } } as Reply);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(getEventListeners(caller.signal, "abort").length, 1);
+  caller.abort();
+  const aborted = worker.posted.filter((r): r is Extract<Request, { op: "abort" }> => r.op === "abort").map((r) => r.target);
+  assert.deepEqual(aborted.sort((a, b) => a - b), ids.slice(3), "each running request, and only those, is stopped in the worker");
+  for (const id of ids.slice(3)) worker.reply({ id, kind: "result", value: { completion: "", finishReason: "abort" } } as Reply);
+  await Promise.all(settled);
+  assert.equal(getEventListeners(caller.signal, "abort").length, 0);
+
+  // a shared signal never aborted: its one listener leaves with the last call
+  const shared = new AbortController();
+  const more = [client.generate("Lily", { signal: shared.signal }), client.generate("Lily", { signal: shared.signal })];
+  assert.equal(getEventListeners(shared.signal, "abort").length, 1);
+  for (const r of worker.posted.slice(-2)) worker.reply({ id: r.id, kind: "result", value: { completion: "" } } as Reply);
+  await Promise.all(more);
+  assert.equal(getEventListeners(shared.signal, "abort").length, 0);
+  client.terminate();
+});

@@ -8,7 +8,7 @@ import { checkLogitBiasIds, checkPromptTokens, checkStopTokens, checkTokenPrompt
 import { cancelOnEarlyExit, checkGenerateOptions, checkGenerateRanges, constraintOf, samplingOptionsOf, type GenerationResult, type GenerationStep } from "../generation/index.js";
 import { resolveSamplingOptions } from "../sampling/index.js";
 import { tokenIdRefusal } from "../tokenizer/index.js";
-import { OptionError, shownValue } from "../units/index.js";
+import { onAbort, OptionError, shownValue } from "../units/index.js";
 import type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 import { rebuiltError } from "./errors.js";
 import { checkBrowserLoadOptions } from "./load-options.js";
@@ -201,9 +201,9 @@ export class TsllmWorker {
     if (signal?.aborted) return send<T>({ ...request, aborted: true }, options.onStep, options.onProgress).done;
     const { id, done } = send<T>(request, options.onStep, options.onProgress);
     if (!signal) return done;
-    const abort = (): void => void this.call({ op: "abort", target: id }).done.catch(() => undefined);
-    signal.addEventListener("abort", abort, { once: true });
-    return done.finally(() => signal.removeEventListener("abort", abort));
+    // one listener on a signal shared by many calls (onAbort), not one per call
+    const release = onAbort(signal, () => void this.call({ op: "abort", target: id }).done.catch(() => undefined));
+    return done.finally(release);
   }
 
   /**
@@ -369,11 +369,10 @@ export class TsllmWorker {
     let wake: (() => void) | undefined;
     let finished = false;
     const controller = new AbortController();
-    const forward = () => controller.abort();
     if (outer?.aborted) controller.abort();
-    else outer?.addEventListener("abort", forward, { once: true });
+    const release = outer === undefined ? () => undefined : onAbort(outer, () => controller.abort());
     const cancel = (): void => {
-      outer?.removeEventListener("abort", forward);
+      release();
       if (!finished) controller.abort();
     };
     let result: Promise<GenerationResult>;
@@ -384,13 +383,13 @@ export class TsllmWorker {
       };
       result = this.streamed<GenerationResult>(request, { signal: controller.signal, onStep }, "post");
     } catch (e) {
-      outer?.removeEventListener("abort", forward);
+      release();
       throw e;
     }
     result = result.finally(() => {
       finished = true;
       // a stream never read to its end lets go of the caller's signal once its request ends
-      outer?.removeEventListener("abort", forward);
+      release();
       wake?.();
     });
     result.catch(() => undefined);

@@ -13,6 +13,7 @@ import { defaultContextSize, Model } from "../llm.js";
 import { buildModelFrom } from "../models/index.js";
 import type { RandomAccessFile } from "../platform/host.js";
 import { tokenizerFromGGUF } from "../tokenizer/gguf.js";
+import { onAbort } from "../units/index.js";
 import { createBrowserBackend } from "./backends.js";
 import { abortError, blobFile } from "./files.js";
 import { checkBrowserLoadOptions, type BrowserLoadOptions } from "./load-options.js";
@@ -173,19 +174,19 @@ async function buildFrom(name: string, file: RandomAccessFile, options: BrowserL
 /** `starting`, or an AbortError as soon as `signal` aborts; a backend that starts after that is disposed */
 function untilAborted(starting: Promise<Backend>, signal: AbortSignal | undefined, name: string): Promise<Backend> {
   if (!signal) return starting;
-  let onAbort: (() => void) | undefined;
+  let release = (): void => undefined;
   const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(notTheFileFault(abortError(name)));
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    const fail = (): void => reject(notTheFileFault(abortError(name)));
+    if (signal.aborted) fail();
+    else release = onAbort(signal, fail);
   });
   return Promise.race([starting, aborted]).then(
     (backend) => {
-      signal.removeEventListener("abort", onAbort!);
+      release();
       return backend;
     },
     (e: unknown) => {
-      signal.removeEventListener("abort", onAbort!);
+      release();
       if (signal.aborted) starting.then((late) => late.dispose(), () => undefined);
       throw e;
     },
