@@ -342,3 +342,26 @@ test("a restore into a full pool keeps its tokens' blocks cached already: the ch
     m.dispose();
   }
 });
+
+test("an erase sent while the slot's save still reads its blocks drops the rows once the save is done: a later request finds none of them", async () => {
+  // A save holds the blocks it reads (KVBlockPool.hold) until its reads are done; an erase that
+  // dropped the slot's rows meanwhile found them held, dropped none, and on the save's release they
+  // went back to the prefix cache: n_erased 0, the next request found the erased prompt cached.
+  // llama-server runs a slot's tasks one after another: the erase drops what the save read.
+  const path = await ensureRandomModel(tinyLlama);
+  const m = await loadModel(path, { threads: 1, contextSize: 96, maxSequences: 1 });
+  try {
+    const prompt = Array.from({ length: 65 }, (_, i) => 300 + i);
+    const cached = async () => (await m.generate(prompt, { maxTokens: 2, temperature: 0 })).timings.cachedPromptTokens;
+    assert.equal(await cached(), 0);
+    assert.ok((await cached()) > 0, "the repeated prompt is found in the prefix cache");
+    const saving = m.engine.saveSlot(0);
+    const erased = await m.engine.eraseSlot(0);
+    const saved = await saving;
+    assert.equal(saved.tokens.length, 64, "the save read the slot's 4 cached blocks");
+    assert.equal(erased, 64, "the erase dropped the rows the save read");
+    assert.equal(await cached(), 0, "the erased prompt is found nowhere");
+  } finally {
+    m.dispose();
+  }
+});

@@ -177,6 +177,8 @@ export class Engine {
   private readonly slotTable: SlotTable;
   /** tasks waiting for the step in flight to end (betweenSteps) */
   private readonly pendingBetween: (() => void)[] = [];
+  /** slot saves reading held blocks now (saveSlot): an erase waits for them (eraseSlot) */
+  private readonly saves = new Set<Promise<unknown>>();
   /** whether a step is computing or handing out its logits (from its pass to its update's end) */
   private stepping = false;
 
@@ -344,7 +346,14 @@ export class Engine {
    * so no later request reuses them; resolves with the tokens whose rows were dropped
    */
   async eraseSlot(id: number): Promise<number> {
-    await this.idleSlot(id);
+    // (a save in flight holds the blocks it reads until it is done: dropped meanwhile, they were
+    // held and dropped none, then went back to the prefix cache; llama-server runs a slot's tasks
+    // one after another, so the erase drops what the save read, after it)
+    for (;;) {
+      await this.idleSlot(id);
+      if (this.saves.size === 0) break;
+      await Promise.allSettled([...this.saves]);
+    }
     const tokens = this.slotTable.takeLast(id);
     return tokens && this.pool ? dropCachedPrefix(this.pool, tokens) : 0;
   }
@@ -368,6 +377,17 @@ export class Engine {
    * read SAVE_BLOCKS_IN_FLIGHT at a time and released between two steps.
    */
   async saveSlot(id: number): Promise<SlotCache> {
+    const save = this.readSlot(id);
+    this.saves.add(save);
+    try {
+      return await save;
+    } finally {
+      this.saves.delete(save);
+    }
+  }
+
+  /** saveSlot's reads, its blocks held from the first to the last */
+  private async readSlot(id: number): Promise<SlotCache> {
     await this.idleSlot(id);
     const taken = await this.betweenSteps(() => {
       const tokens = this.slotTable.lastTokens(id) ?? [];
@@ -815,12 +835,6 @@ export class Engine {
   }
 
   /**
-   * A KV cache for `draft` on the one pool this engine's requests drafting with it share (made by
-   * the first of them): a finished request's rows go back to that pool for the next one. A cache
-   * of its own per request was freed only when the garbage collector found it: 60 requests in a
-   * row held 3.8 GB of a draft's caches (docs/engine.md).
-   */
-  /**
    * whether `draft`'s pool is the planned one (planDraftCache), made or to be made by its first
    * request, which holds the draft rows in their own room; a pool made without a plan keeps its size
    */
@@ -829,6 +843,12 @@ export class Engine {
     return pool ? this.plannedDraftPools.has(pool) : this.draftPlans.has(draft);
   }
 
+  /**
+   * A KV cache for `draft` on the one pool this engine's requests drafting with it share (made by
+   * the first of them): a finished request's rows go back to that pool for the next one. A cache
+   * of its own per request was freed only when the garbage collector found it: 60 requests in a
+   * row held 3.8 GB of a draft's caches (docs/engine.md).
+   */
   private draftCache(draft: LanguageModel, positions: number): KVCache {
     let pool = this.draftPools.get(draft);
     if (!pool) {
