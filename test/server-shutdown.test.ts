@@ -201,7 +201,11 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
     assert.ok(sampleValue(m, "llamacpp:n_decode_total") >= sum(requests.map((r) => r.max_tokens)), "one step or more per generated token");
     assert.equal(sampleValue(m, "llamacpp:requests_processing"), 0);
     assert.equal(sampleValue(m, "llamacpp:requests_deferred"), 0);
-    assert.ok(Math.abs(sampleValue(m, "llamacpp:predicted_tokens_seconds") - sum(requests.map((r) => r.max_tokens)) / decodeSeconds) < 1e-6);
+    // llama-server's rates (server_metrics' buckets, emptied by each read; this is the first): decode steps, a
+    // request's first token not one (it comes with the prompt), over the decode seconds; prompt tokens over their seconds
+    const close = (got: number, expected: number, what: string) => assert.ok(Math.abs(got - expected) < 1e-6 * Math.max(1, expected), `${what}: ${got}, expected ${expected}`);
+    close(sampleValue(m, "llamacpp:predicted_tokens_seconds"), sum(requests.map((r) => r.max_tokens - 1)) / decodeSeconds, "predicted_tokens_seconds");
+    close(sampleValue(m, "llamacpp:prompt_tokens_seconds"), sum(requests.map((r) => r.prompt.length)) / promptSeconds, "prompt_tokens_seconds");
     // the one that left is observed with what it did (nothing generated): in the end-to-end time, not in TTFT / TPOT;
     // and, as in vLLM's queue-time histogram, not in the queue time (it never left the queue to run): counted apart
     for (const [h, count, within] of [["tsllm_time_to_first_token_seconds", requests.length, wallSeconds], ["tsllm_time_per_output_token_seconds", requests.length, wallSeconds],
@@ -211,6 +215,20 @@ test("/metrics: llama-server's counters and the latency histograms agree with wh
       assert.ok(sampleValue(m, `${h}_sum`) <= within, h);
     }
     assert.equal(sampleValue(m, "tsllm_requests_abandoned_in_queue_total"), 1, text);
+
+    // the next read's rates are over the work since this one: one more request's
+    const more = { prompt: [1, 150, 151, 152, 153, 154], max_tokens: 9 };
+    assert.equal((await completion(s.url, { ...more, ignore_eos: true })).status, 200);
+    const m2 = parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text());
+    const promptSeconds2 = sampleValue(m2, "llamacpp:prompt_seconds_total") - promptSeconds, decodeSeconds2 = sampleValue(m2, "llamacpp:tokens_predicted_seconds_total") - decodeSeconds;
+    assert.ok(promptSeconds2 > 0 && decodeSeconds2 > 0, `${promptSeconds2} ${decodeSeconds2}`);
+    close(sampleValue(m2, "llamacpp:predicted_tokens_seconds"), (more.max_tokens - 1) / decodeSeconds2, "predicted_tokens_seconds since the last read");
+    close(sampleValue(m2, "llamacpp:prompt_tokens_seconds"), more.prompt.length / promptSeconds2, "prompt_tokens_seconds since the last read");
+    // and with nothing done since, none (n_per_second of an empty bucket); the counters stay
+    const m3 = parsePrometheusText(await (await fetch(`${s.url}/metrics`)).text());
+    assert.equal(sampleValue(m3, "llamacpp:predicted_tokens_seconds"), 0);
+    assert.equal(sampleValue(m3, "llamacpp:prompt_tokens_seconds"), 0);
+    assert.equal(sampleValue(m3, "llamacpp:tokens_predicted_total"), sum(requests.map((r) => r.max_tokens)) + more.max_tokens);
   } finally {
     s.child.kill("SIGTERM");
     await s.exited;

@@ -50,6 +50,16 @@ export class Metrics {
   /** llama-server's seconds counters, over ended generations: from a request's start in the engine to its first token, and from the first token to the last */
   private promptSeconds = 0;
   private decodeSeconds = 0;
+  /**
+   * llama-server's rate buckets (server_metrics' prompt_bucket and predict_bucket), emptied by
+   * each read of /metrics: its two throughput gauges are over the work counted since the last
+   * read. The prompt's tokens: the computed ones, as the counter at the last read left them
+   */
+  private promptTokensAtRead = 0;
+  private promptSecondsAtRead = 0;
+  /** decode steps (llama-server's n_gen_steps: n_gen - 1 a request, its first token came with the prompt) and their seconds */
+  private bucketSteps = 0;
+  private bucketDecodeSeconds = 0;
   private readonly ttft = new Histogram("tsllm_time_to_first_token_seconds", "Time from the request's arrival to its first generated token.", LATENCY);
   private readonly tpot = new Histogram("tsllm_time_per_output_token_seconds", "Mean time per generated token after the first, per request.", PER_TOKEN);
   private readonly e2e = new Histogram("tsllm_e2e_request_latency_seconds", "Time from the request's arrival to its last token.", LATENCY);
@@ -80,6 +90,11 @@ export class Metrics {
     // (the time to the first token less the wait for room: llama-server's t_prompt_processing starts when a slot takes the prompt)
     this.promptSeconds += Math.max(0, m.ttftMs - m.queueMs) / 1000;
     this.decodeSeconds += m.decodeMs / 1000;
+    // (metrics_on_prediction: added where n_gen > 0)
+    if (decoded > 0) {
+      this.bucketSteps += decoded - 1;
+      this.bucketDecodeSeconds += m.decodeMs / 1000;
+    }
     if (m.completionTokens > 0) this.ttft.observe(m.ttftMs / 1000);
     if (m.completionTokens > 1) this.tpot.observe(m.tpotMs / 1000);
     this.e2e.observe(m.totalMs / 1000);
@@ -89,6 +104,7 @@ export class Metrics {
     else this.abandonedInQueue++;
   }
 
+  /** the metrics now; a read of /metrics: it empties the rate buckets (llama-server's reset_bucket on each /metrics) */
   render(engine: EngineStats, extra: { draining: boolean; bodyBytesHeld: number }): string {
     const out: string[] = [];
     const metric = (name: string, type: "counter" | "gauge", help: string, samples: [string, number][]) => {
@@ -139,8 +155,16 @@ export class Metrics {
     metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Tokens proposed by speculative decoding (as tsllm_draft_tokens_total).", [["", engine.draftTokensProposed]]);
     metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Proposed tokens the target model accepted (as tsllm_draft_tokens_accepted_total).", [["", engine.draftTokensAccepted]]);
     metric("llamacpp:spec_decode_num_drafts_total", "counter", "Verifications of proposals by the target model (as tsllm_draft_rounds_total).", [["", engine.draftRounds]]);
-    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.", [["", this.promptSeconds > 0 ? computedPromptTokens / this.promptSeconds : 0]]);
-    metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.", [["", this.decodeSeconds > 0 ? this.generationTokens / this.decodeSeconds : 0]]);
+    // llama-server's bucket.n_per_second(): steps over the bucket's seconds (a prompt token is a step), 0 with no time
+    const bucketPromptSeconds = this.promptSeconds - this.promptSecondsAtRead;
+    const promptRate = bucketPromptSeconds > 0 ? (computedPromptTokens - this.promptTokensAtRead) / bucketPromptSeconds : 0;
+    const predictedRate = this.bucketDecodeSeconds > 0 ? this.bucketSteps / this.bucketDecodeSeconds : 0;
+    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s (the prompt tokens computed since the last read of /metrics over their seconds).", [["", promptRate]]);
+    metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s (decode steps of the requests ended since the last read of /metrics, a request's first token not one, over their seconds).", [["", predictedRate]]);
+    this.promptTokensAtRead = computedPromptTokens;
+    this.promptSecondsAtRead = this.promptSeconds;
+    this.bucketSteps = 0;
+    this.bucketDecodeSeconds = 0;
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", [["", engine.running]]);
     metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", [["", engine.waiting]]);
     for (const h of [this.ttft, this.tpot, this.e2e, this.queue]) out.push(h.render());
