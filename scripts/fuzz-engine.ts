@@ -16,6 +16,12 @@
 // after the batch settles: no block in use (cached prefixes idle), nothing queued or running,
 // every draft pool empty. A batch that has not settled after --timeout seconds is a hang.
 //
+// A third of the requests are pinned to a slot (RequestParams.slot, serve's id_slot), in some cases
+// all of them to one slot: checked before every pass, each running request holds a slot per place
+// and no slot is held twice, a pinned one's first place is its slot, and a pinned request still
+// waiting while its slot is free was not passed by a request behind it; after the batch, a pinned
+// request that ran ran its first choice in its slot (the wait ending is the hang check's).
+//
 // Most cases run under admission "preempt" (a quarter under "reserve"): with a pool just big enough
 // for the largest request, requests admitted on their prompts outgrow it and the newest are
 // preempted and recomputed. A preempted request must still give its solo tokens, text and finish
@@ -302,7 +308,14 @@ async function makeCase(rng: Rng): Promise<Case> {
   const probe = new Engine(model.languageModel, model.tokenizer, { contextSize: CONTEXT });
   // (the largest worst case counts a draft's rows only where its pool has no plan, as the engine does)
   const kvBlocks = Math.max(...jobs.map((j) => worstBlocks(probe, j.params, draftPlanned))) + extraBlocks;
-  return { target, maxSequences: opts.bursts ? Math.max(widest, 8) : maxSequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned };
+  const sequences = opts.bursts ? Math.max(widest, 8) : maxSequences;
+  // a third of the requests pinned to a slot (serve's id_slot), a few cases all of them to one slot
+  // (the others pass them while it is busy; drawn after the rest, so the cases' other draws are what they were)
+  const crowded = chance(rng, 0.15) ? int(rng, 0, sequences - 1) : undefined;
+  for (const j of jobs) {
+    if (chance(rng, 1 / 3)) j.params = { ...j.params, slot: crowded ?? int(rng, 0, sequences - 1) };
+  }
+  return { target, maxSequences: sequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -366,6 +379,37 @@ function auditRefs(engine: Engine): string {
   return bad.slice(0, 5).join("; ");
 }
 
+/**
+ * the slots of the running requests (the engine's, synced before the pass): each running request
+ * holds one slot per place, no slot two places; a pinned one's first place is its slot; a pinned
+ * request still waiting while its slot is free was not passed over by a request behind it in the
+ * queue (`queue`: the waiting queue as the step found it). "" when all holds
+ */
+function auditSlots(engine: Engine, queue: readonly EngineRequest[], index: (r: EngineRequest) => number): string {
+  const s = internals(engine).scheduler;
+  if (!s) return "";
+  const bad: string[] = [];
+  const holder = new Map<number, EngineRequest>();
+  for (const r of s.running) {
+    for (let place = 0; place < r.strategy.width; place++) {
+      const id = r.slots[place];
+      if (id === undefined) { bad.push(`request ${index(r)} runs without a slot for its place ${place}`); continue; }
+      const other = holder.get(id);
+      if (other !== undefined) bad.push(`slot ${id} held by request ${index(other)} and request ${index(r)} at once`);
+      holder.set(id, r);
+    }
+    if (r.params.slot !== undefined && r.slots[0] !== r.params.slot) bad.push(`request ${index(r)} pinned to slot ${r.params.slot} runs in slot ${r.slots[0]}`);
+  }
+  const started = new Set(s.running.filter((r) => queue.includes(r)));
+  for (const [w, r] of queue.entries()) {
+    const pin = r.params.slot;
+    if (pin === undefined || !s.waiting.includes(r) || holder.has(pin)) continue;
+    const passed = queue.slice(w + 1).filter((x) => started.has(x));
+    if (passed.length > 0) bad.push(`request ${index(r)} waits for slot ${pin}, which is free, while request ${passed.map(index).join(", ")} behind it started`);
+  }
+  return bad.slice(0, 5).join("; ");
+}
+
 interface Got { outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean; /** times the engine preempted it */ preemptions: number }
 
 /** the case's jobs through one engine, arrivals and aborts at their passes; defects found on the way go to `defects` */
@@ -376,6 +420,9 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   const got: Got[] = c.jobs.map(() => ({ events: [], aborted: false, preemptions: 0 }));
   const controllers = c.jobs.map(() => new AbortController());
   const settled: Promise<void>[] = [];
+  const requests: EngineRequest[] = [];
+  /** the waiting queue after the last pass (the order the next step admits in) */
+  let queue: EngineRequest[] = [];
   let submitted = 0;
   const submitDue = () => {
     while (submitted < c.jobs.length && c.jobs[submitted]!.arriveAt <= pass) {
@@ -383,6 +430,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
       const job = batchJobs[i]!;
       if (job.preAborted) controllers[i]!.abort();
       const request = engine.submit({ ...job.params, signal: controllers[i]!.signal });
+      requests[i] = request;
       settled.push((async () => {
         try {
           for await (const ev of request) got[i]!.events.push(ev);
@@ -398,10 +446,13 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
     pass++;
     const audit = auditRefs(engine);
     if (audit) defects.push(`before pass ${pass}: ${audit}`);
+    const slotted = auditSlots(engine, queue, (r) => requests.indexOf(r));
+    if (slotted) defects.push(`before pass ${pass}: ${slotted}`);
     c.jobs.forEach((j, i) => {
       if (j.abortAt >= 0 && j.abortAt <= pass && i < submitted && !controllers[i]!.signal.aborted) controllers[i]!.abort();
     });
     submitDue();
+    queue = [...(internals(engine).scheduler?.waiting ?? [])];
   };
   // the model with a hook before each engine pass (the same object drafts for itself, so passes stay queued on one model)
   const hooked: LanguageModel = new Proxy(c.target.model.languageModel, {
@@ -454,6 +505,13 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
     submitDue();
   }
   got.forEach((g, i) => (g.aborted = controllers[i]!.signal.aborted));
+  // a pinned request that ran: its first choice ran in its slot (what serve reports as id_slot)
+  c.jobs.forEach((j, i) => {
+    const pin = j.params.slot, ran = requests[i]?.slots[0];
+    if (pin !== undefined) pinned++;
+    if (pin !== undefined && ran !== undefined && ran !== pin) defects.push(`request ${i}: pinned to slot ${pin}, its first choice ran in slot ${ran}`);
+    if (pin !== undefined && ran === undefined && !got[i]!.aborted) defects.push(`request ${i}: pinned to slot ${pin}, finished without running in a slot`);
+  });
   // settled: nothing queued or running, no block in use, every draft pool empty
   const { pool, scheduler, draftPools } = internals(engine);
   evictions += pool?.stats.evictions ?? 0;
@@ -568,6 +626,7 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   return "";
 }
 
+let pinned = 0;
 let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0, preemptions = 0, preempted = 0, preemptedGroups = 0, preemptedBeams = 0, preemptedSpeculative = 0, preemptedDrafting = 0, draftFallbacks = 0, draftResumes = 0;
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
@@ -603,5 +662,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), ${draftFallbacks} draft-pool fallbacks (${draftResumes} drafting again), seed ${opts.seed}: ${defectsTotal} defects, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), ${draftFallbacks} draft-pool fallbacks (${draftResumes} drafting again), seed ${opts.seed}: ${defectsTotal} defects, ${pinned} requests pinned to a slot, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

@@ -914,6 +914,9 @@ export class Engine {
     );
     // a request pinned to a slot (llama-server's id_slot) waits until the slot is free
     this.scheduler.startable = (r, admitted) => r.params.slot === undefined || this.slotTable.free(r.params.slot, admitted);
+    // (before, a request preempted in a step held its slots until the step's end: one pinned to its
+    // own slot was passed over, and a request behind it took the slot, when the step went on admitting)
+    this.scheduler.onPreempt = (r) => this.slotTable.release(r);
     return this.scheduler;
   }
 

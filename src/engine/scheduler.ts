@@ -84,6 +84,11 @@ export class Scheduler implements StrategyHost {
    * requests behind it go on
    */
   startable: (request: EngineRequest, admitted: readonly EngineRequest[]) => boolean = () => true;
+  /**
+   * a running request is preempted (the engine's: it leaves its slots at once, so a request pinned
+   * to one, itself included, may start again in the same step: startable reads them)
+   */
+  onPreempt: (request: EngineRequest) => void = () => undefined;
 
   constructor(
     readonly pool: KVBlockPool,
@@ -390,6 +395,7 @@ export class Scheduler implements StrategyHost {
   private preempt(request: EngineRequest): void {
     // (a draft model's cache, outside the pool: computed again from the accepted tokens at its next proposal)
     request.strategy.preempted?.();
+    this.onPreempt(request);
     for (const sequence of request.sequences) {
       // (a prompt not computed yet is computed as a prompt still; one preempted again mid-recompute keeps its end)
       if (request.prefilled && !sequence.recomputing) sequence.recomputeTo = sequence.allLogits ? sequence.cache.length : sequence.tokens.length;
