@@ -303,7 +303,7 @@ test("a stray argument (tsllm inspect model.gguf, convert DIR as llama.cpp's con
   for (const [args, expected] of [
     [["inspect", "model.gguf"], "unexpected argument 'model.gguf' (the model is given as --model model.gguf)"],
     [["convert", "some/folder", "--out", "x.gguf"], "unexpected argument 'some/folder' (the model is given as --model some/folder)"],
-    [["generate", "-m", "x.gguf", "hello"], "unexpected argument 'hello' (this command takes options only; --help lists them)"],
+    [["generate", "-m", "x.gguf", "x.gguf"], "unexpected argument 'x.gguf' (this command takes options only; --help lists them)"],
     [["ls", "extra"], "unexpected argument 'extra' (this command takes options only; --help lists them)"],
   ] as const) {
     assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
@@ -336,6 +336,46 @@ test("a near miss in a value or another tool's short flag is one line with the s
   }
   // far from every name, the list stays
   assert.match(tsllm(["pipeline", "summarization", "--input", "hi"]).stderr, /^tsllm: error: unknown task "summarization" \(tasks: text-classification, .*\)\n$/);
+});
+
+test("a bare prompt (llama-cli's and ollama run's habit) is refused pointing to the command's text option: generate's --prompt, tokenize's --text, embed's --input, --file for an existing file; one that looks like a model keeps the --model line", () => {
+  const text = join(dir, "wiki.test.raw");
+  writeFileSync(text, "some text\n");
+  for (const [args, expected] of [
+    [["generate", "-m", "x.gguf", "hello"], "unexpected argument 'hello' (the prompt is given as --prompt hello)"],
+    [["generate", "-m", "x.gguf", "Once upon a time"], 'unexpected argument \'Once upon a time\' (the prompt is given as --prompt "Once upon a time")'],
+    [["generate", "hello"], "unexpected argument 'hello' (the prompt is given as --prompt hello)"],
+    [["generate", "model.gguf", "-p", "hi"], "unexpected argument 'model.gguf' (the model is given as --model model.gguf)"],
+    [["generate", "org/model", "-p", "hi"], "unexpected argument 'org/model' (the model is given as --model org/model)"],
+    [["tokenize", "-m", "x.gguf", "hello"], "unexpected argument 'hello' (the text is given as --text hello)"],
+    // embed's --prompt is a prefix to the text, which is --input
+    [["embed", "-m", "x.gguf", "hello"], "unexpected argument 'hello' (the text is given as --input hello)"],
+    // llama-perplexity -f FILE; an existing file, not a model, is the text's file where the command reads one
+    [["perplexity", "-m", "x.gguf", text], `unexpected argument '${text}' (the text file is given as --file ${text})`],
+    [["generate", "-m", "x.gguf", text], `unexpected argument '${text}' (the text file is given as --file ${text})`],
+    [["perplexity", "-m", "x.gguf", "wiki"], "unexpected argument 'wiki' (the text file is given as --file wiki)"],
+  ] as const) {
+    assert.deepEqual(tsllm([...args]), { code: 2, stdout: "", stderr: `tsllm: error: ${expected}\n` }, args.join(" "));
+  }
+});
+
+test("did you mean picks the fewest edits (q4_k_n is q4_k_m, not the q4_k it starts with; a swap of two letters is one edit), and quantize IN q8 (no type, no path's look) suggests the type", () => {
+  for (const [args, expected] of [
+    // a shared start ranked q4_k (prefix) over q4_k_m (one letter changed)
+    [["quantize", "in.gguf", "out.gguf", "--type", "q4_k_n"], /^tsllm: error: --type must be one of f32, .*, got "q4_k_n" \(did you mean q4_k_m\?\)\n$/],
+    [["quantize", "in.gguf", "out.gguf", "Q5_K_N"], /^tsllm: error: the type must be one of f32, .*, got "Q5_K_N" \(did you mean q5_k_m\?\)\n$/],
+    // Damerau-Levenshtein: --sede is one swap from --seed (two edits to Levenshtein, past a four-letter name's one)
+    [["generate", "-m", "x.gguf", "-p", "hi", "--sede", "1"], /^tsllm: error: unknown option --sede \(did you mean --seed\?\)\n$/],
+    // llama-quantize IN TYPE with the type mistyped: read as OUT, so --type was missing
+    [["quantize", "in.gguf", "q8"], /^tsllm: error: --type is required \(or the type after OUT, or after IN alone, as llama-quantize takes it\); "q8" was read as OUT, no type: did you mean q8_0\?\n$/],
+    [["quantize", "in.gguf", "Q4_K_N"], /; "Q4_K_N" was read as OUT, no type: did you mean q4_k_m\?\n$/],
+    // an OUT that looks like a path is OUT
+    [["quantize", "in.gguf", "q8.gguf"], /^tsllm: error: --type is required \(or the type after OUT, or after IN alone, as llama-quantize takes it\)\n$/],
+  ] as const) {
+    const r = tsllm([...args]);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, expected, args.join(" "));
+  }
 });
 
 test("tsllm help COMMAND (git help's, ollama help's habit) prints that command's help, as COMMAND --help; an unknown one or a second argument is one line", () => {

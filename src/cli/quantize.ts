@@ -176,7 +176,12 @@ export async function runQuantize(argv: string[]): Promise<void> {
   const { input, out, typeArgument } = positionalForms(positionals);
   if (typeArgument !== undefined && values.type !== undefined) throw new UsageError(`the type is given twice: "${typeArgument}" and --type ${String(values.type)}; give one`);
   const typed = typeArgument ?? optionalString(values, "type");
-  if (typed === undefined) throw new UsageError("--type is required (or the type after OUT, or after IN alone, as llama-quantize takes it)");
+  if (typed === undefined) {
+    // `quantize IN q8`: a second argument that is no type is OUT; one with no path's look (no folder,
+    // no extension) and close to a type was the type mistyped, said so rather than "--type is required" alone
+    const meant = out !== undefined && !/[\\/.]/.test(out) ? closest(out.toLowerCase(), QUANTIZE_TYPES) : undefined;
+    throw new UsageError(`--type is required (or the type after OUT, or after IN alone, as llama-quantize takes it)${meant ? `; "${out}" was read as OUT, no type: did you mean ${meant}?` : ""}`);
+  }
   const type = quantizeType(typed, typeArgument !== undefined ? "the type" : "--type");
   const tensorTypes = (strings(values, "tensor-type") ?? []).map((s) => {
     const eq = s.lastIndexOf("=");
