@@ -16,6 +16,7 @@ export { loadPlanRequest } from "./llm.js";
 export { QUANTIZATIONS, type Quantization } from "./tensor/index.js";
 export { KV_CACHE_TYPES, type KVCacheType } from "./kernels/index.js";
 export { readGGUFHeader, GGUFError } from "./formats/gguf-reader.js";
+export { FileFieldError, HFConfigError, SafetensorsError, type FileFieldErrorCode } from "./formats/index.js";
 export { writeGGUF } from "./formats/gguf-writer.js";
 export {
   pipeline, embed, loadEmbeddingModel, openEmbeddingModel, embeddingsOf, DEFAULT_MODELS,

@@ -242,7 +242,7 @@ test("bad MODEL arguments: one line naming the path and what was expected", { sk
   for (const [model, message] of [
     [join(dir, "missing.gguf"), /^tsllm: error: model not found: .*missing\.gguf \(expected a local \.gguf file or model folder, or a hub reference/],
     [notModel, /^tsllm: error: .*notes\.txt: magic: expected "GGUF"/],
-    [emptyFolder, /^tsllm: error: .*empty\/config\.json: file: not found \(a Hugging Face model folder needs config\.json\)/],
+    [emptyFolder, /^tsllm: error: model not found: .*empty is a folder with no model in it \(no config\.json, \.gguf, \.safetensors or tokenizer file; /],
     [join(orphan, "tiny-llama-Q8_0-00002-of-00003.gguf"), /^tsllm: error: .*00002-of-00003\.gguf: split\.no: a later part of a split GGUF, and its first part .*00001-of-00003\.gguf is missing/],
   ] as const) {
     const r = await tsllm(["inspect", "--model", model]);

@@ -107,7 +107,8 @@ test("perplexity --kl-divergence --base naming a folder without config.json: one
   writeFileSync(text, "Once upon a time there was a little cat. ".repeat(40));
   const r = tsllm(["perplexity", "-m", sharedFile(MODEL)!, "-f", text, "--ctx", "64", "--chunks", "1", "--kl-divergence", "--base", sub, "--backend", "reference", "--json"]);
   assert.equal(r.code, 1, r.stderr);
-  assert.equal(r.stderr, `tsllm: error: --base: ${sub}/config.json: file: not found (a Hugging Face model folder needs config.json)\n`);
+  // (a folder holding nothing a model could be: text.txt alone)
+  assert.equal(r.stderr, `tsllm: error: --base: model not found: ${sub} is a folder with no model in it (no config.json, .gguf, .safetensors or tokenizer file; expected a local .gguf file or a Hugging Face model folder)\n`);
   const named = tsllm(["embed", "-m", sharedFile(MODEL)!, "-p", "x", "--prompt-name", "query", "--backend", "reference"]);
   assert.deepEqual(named, { code: 2, stdout: "", stderr: "tsllm: error: --prompt-name: expected one of this model's prompts (it has none: config_sentence_transformers.json names none), got \"query\"\n" });
 });

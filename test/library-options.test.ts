@@ -5,11 +5,12 @@
 // the chat template ("Cannot read properties of undefined") and some were taken silently
 // (`warmup: "no"` warmed up, `encode(text, { addSpecialToken: false })` kept the BOS).
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { loadModel, loadTokenizer, ModelNotFoundError, OptionError, pipeline, RequestError, type ChatOptions, type GenerateOptions, type LoadModelOptions } from "../src/index.js";
+import { FileFieldError, HFConfigError, loadModel, loadTokenizer, ModelNotFoundError, OptionError, pipeline, RequestError, type ChatOptions, type GenerateOptions, type LoadModelOptions } from "../src/index.js";
+import { readFailure } from "../src/formats/errors.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
 const MODEL = "models/stories260K.gguf";
@@ -118,6 +119,75 @@ test("a model path that names nothing is a ModelNotFoundError with code model_no
         return true;
       });
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A folder with nothing a model could be in it threw an HFConfigError ("DIR/config.json: file: not
+// found ..."), a class the library did not export: the caller told it only by its text. It names
+// nothing, as transformers' from_pretrained says of such a folder ("does not appear to have a file
+// named config.json"): a ModelNotFoundError naming what was looked for. A malformed model's files
+// are a FileFieldError (HFConfigError, GGUFError, SafetensorsError), exported, with code, path, field.
+test("a folder with no model in it is a ModelNotFoundError; a malformed config an exported HFConfigError with code, path, field", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-empty-model-"));
+  try {
+    const empty = join(dir, "empty");
+    mkdirSync(empty);
+    writeFileSync(join(empty, "README.md"), "not a model");
+    const calls: [string, (p: string) => Promise<unknown>][] = [
+      ["loadModel", (p) => loadModel(p)],
+      ["loadTokenizer", (p) => loadTokenizer(p)],
+      ["pipeline", (p) => pipeline("feature-extraction", p)],
+    ];
+    for (const [what, call] of calls) {
+      await assert.rejects(call(empty), (e: unknown) => {
+        assert.ok(e instanceof ModelNotFoundError, `${what}: expected a ModelNotFoundError, got ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+        assert.equal(e.code, "model_not_found");
+        assert.equal(e.path, empty);
+        assert.equal(e.message, `model not found: ${empty} is a folder with no model in it (no config.json, .gguf, .safetensors or tokenizer file; expected a local .gguf file or a Hugging Face model folder)`);
+        return true;
+      });
+    }
+    // a config.json that is there but wrong stays the model's own error, now catchable by class
+    const bad = join(dir, "bad");
+    mkdirSync(bad);
+    writeFileSync(join(bad, "config.json"), JSON.stringify({ architectures: "LlamaForCausalLM" }));
+    await assert.rejects(loadModel(bad), (e: unknown) => {
+      assert.ok(e instanceof HFConfigError && e instanceof FileFieldError, `expected an HFConfigError, got ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);
+      assert.equal(e.code, "invalid_model");
+      assert.equal(e.path, join(bad, "config.json"));
+      assert.equal(e.field, "architectures");
+      assert.match(e.message, /^.*config\.json: architectures: expected a list like \["LlamaForCausalLM"\]/);
+      return true;
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// "cannot be read" (a system call's failure, not the file's content) had no class or code of its
+// own: a FileFieldError with code model_unreadable, told from a refused file (invalid_model).
+test("a model file the system cannot read is a FileFieldError with code model_unreadable, naming the file", () => {
+  const dir = mkdtempSync(join(tmpdir(), "tsllm-unreadable-"));
+  try {
+    const loop = join(dir, "model.gguf");
+    symlinkSync(loop, loop); // opening it fails with ELOOP, a real system error on any user
+    let failure: unknown;
+    try {
+      closeSync(openSync(loop, "r"));
+    } catch (e) {
+      failure = e;
+    }
+    const e = readFailure(loop, failure);
+    assert.ok(e instanceof FileFieldError, `expected a FileFieldError, got ${String(e)}`);
+    assert.equal(e.code, "model_unreadable");
+    assert.equal(e.path, loop);
+    assert.equal(e.field, "file");
+    assert.match(e.message, /model\.gguf: file: cannot be read: ELOOP/);
+    const folder = readFailure(dir, Object.assign(new Error("EISDIR: illegal operation on a directory, read"), { code: "EISDIR" }));
+    assert.ok(folder instanceof FileFieldError);
+    assert.equal(folder.code, "invalid_model");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -29,8 +29,13 @@ export class HubError extends Error {
 export class ModelNotFoundError extends Error {
   override name = "ModelNotFoundError";
   readonly code = "model_not_found";
-  constructor(/** the reference as given */ readonly path: string) {
-    super(`model not found: ${path} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`);
+  constructor(
+    /** the reference as given */ readonly path: string,
+    /** what is there instead, when something is (a folder with no model in it) */ found?: string,
+  ) {
+    super(found === undefined
+      ? `model not found: ${path} (expected a local .gguf file or model folder, or a hub reference like org/name, org/name@revision, org/name:Q4_K_M)`
+      : `model not found: ${path} ${found}`);
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { downloadModel, type DownloadOptions } from "./download.js";
 import { ModelNotFoundError } from "./errors.js";
 import { progressReporter } from "./progress.js";
@@ -19,7 +19,11 @@ export type ResolveOptions = Omit<DownloadOptions, "refresh"> & {
  * GGUF (or snapshot folder) returned.
  */
 export async function resolveModelReference(ref: string, options: ResolveOptions = {}): Promise<string> {
-  if (existsSync(ref)) return ref;
+  if (existsSync(ref)) {
+    const missing = noModelIn(ref);
+    if (missing !== undefined) throw new ModelNotFoundError(ref, missing);
+    return ref;
+  }
   if (!looksLikeHubReference(ref)) {
     throw new ModelNotFoundError(ref);
   }
@@ -28,4 +32,27 @@ export async function resolveModelReference(ref: string, options: ResolveOptions
   const result = await downloadModel(ref, { ...download, onProgress });
   if (result.hubFailure !== undefined) onServedWithoutHub?.(result.hubFailure, result.snapshotDir);
   return result.path;
+}
+
+/** names a model folder may hold: a config, a tokenizer (loadTokenizer reads a folder of one alone), a sentence-transformers index */
+const MODEL_FILES = new Set(["config.json", "modules.json", "tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "merges.txt"]);
+const WEIGHT_FILE = /\.(gguf|safetensors|bin)$/i;
+
+/**
+ * Why the folder `path` holds nothing a model could be (no config.json, weights, GGUF or tokenizer
+ * file: an empty or wrong folder), or undefined for a file, a folder with any of them, or one that
+ * cannot be listed (the loader's own error names that). transformers' from_pretrained calls such a
+ * folder one that "does not appear to have a file named config.json"; the loaders here said
+ * "config.json: not found" as a malformed model's HFConfigError, not as a missing model.
+ */
+function noModelIn(path: string): string | undefined {
+  let names: string[];
+  try {
+    if (!statSync(path).isDirectory()) return undefined;
+    names = readdirSync(path);
+  } catch {
+    return undefined;
+  }
+  if (names.some((name) => MODEL_FILES.has(name) || WEIGHT_FILE.test(name))) return undefined;
+  return `is a folder with no model in it (no config.json, .gguf, .safetensors or tokenizer file; expected a local .gguf file or a Hugging Face model folder)`;
 }
