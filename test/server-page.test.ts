@@ -226,22 +226,31 @@ test("a screen reader hears who said each message (You / Assistant), and a finis
   await page.close();
 });
 
+/**
+ * turns "Once upon a time, turn N" sent (system prompt "Tell a story.", max tokens 24) until the
+ * server refuses one for the context (a server with contextSize 128): the turns kept
+ */
+async function talkPastContext(page: Page): Promise<number> {
+  await page.fill("#system", "Tell a story.");
+  await page.fill("#max-tokens", "24");
+  // prompt + max_tokens past 128 tokens: context_length_exceeded, and the button to drop turns
+  let sent = 0;
+  for (; sent < 12; sent++) {
+    await page.fill("#input", `Once upon a time, turn ${sent}`);
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+    if (await page.isVisible("#trim")) break;
+  }
+  assert.ok(sent >= 1 && sent < 12, `refused after ${sent} turns`);
+  return sent;
+}
+
 test("a conversation grown past the context: the refusal in one line with a button that drops the oldest turns (the system prompt kept) and sends again", { skip }, async () => {
   const small = await serveStories({ contextSize: 128 });
   try {
     const { page, errors } = await openPage(small.url);
     const bodies = chatBodies(page);
-    await page.fill("#system", "Tell a story.");
-    await page.fill("#max-tokens", "24");
-    // turns until the server refuses one: prompt + max_tokens past 128 tokens (context_length_exceeded)
-    let sent = 0;
-    for (; sent < 12; sent++) {
-      await page.fill("#input", `Once upon a time, turn ${sent}`);
-      await page.press("#input", "Enter");
-      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
-      if (await page.isVisible("#trim")) break;
-    }
-    assert.ok(sent >= 1 && sent < 12, `refused after ${sent} turns`);
+    const sent = await talkPastContext(page);
     assert.match((await page.textContent("#error"))!, /maximum context length is 128 tokens/);
     assert.equal(await page.inputValue("#input"), `Once upon a time, turn ${sent}`);
     const refused = bodies.at(-1).messages;
@@ -280,6 +289,71 @@ test("a conversation grown past the context: the refusal in one line with a butt
     await page.close();
   } finally {
     await small.close();
+  }
+});
+
+test("dropping the oldest turns holds only if the retry is answered: a 500, a Stop, the server gone give the whole conversation back (page and tab storage), saying why", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  let closed = false;
+  try {
+    const { page, errors } = await openPage(small.url);
+    const sent = await talkPastContext(page);
+    const message = `Once upon a time, turn ${sent}`;
+    const shown = async () => page.locator("#messages li .content").allTextContents();
+    const stored = async (): Promise<{ history: { content: string }[]; draft: string }> => page.evaluate(() => JSON.parse((globalThis as any).sessionStorage.getItem("tsllm-chat")));
+    const whole = await shown();
+    assert.equal(whole.length, 2 * sent);
+    /** the conversation as it was before the drop: every turn on the page and in the tab's storage, the message in the box, the button offered again */
+    const back = async (why: string) => {
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+      assert.deepEqual(await shown(), whole, `${why}: the conversation on the page`);
+      const kept = await stored();
+      assert.deepEqual(kept.history.map((m) => m.content), whole, `${why}: the conversation in sessionStorage`);
+      assert.equal(kept.draft, message);
+      assert.equal(await page.inputValue("#input"), message);
+      assert.equal(await page.isVisible("#trim"), true);
+    };
+
+    // the server fails the retry (500)
+    await page.route("**/v1/chat/completions", (route) => route.fulfill({ status: 500, contentType: "application/json", body: JSON.stringify({ error: { message: "the engine failed", type: "server_error", code: null } }) }));
+    await page.click("#trim");
+    await back("a 500");
+    assert.match((await page.textContent("#error"))!, /the engine failed/);
+    await page.unroute("**/v1/chat/completions");
+
+    // the server gone
+    await small.server.close(0);
+    closed = true;
+    await page.click("#trim");
+    await back("the server gone");
+    assert.match((await page.textContent("#error"))!, /^cannot reach the server/);
+    assert.equal(await page.textContent("#note"), "");
+
+    // Stop while the retry waits for its answer (held here until the page gives it up)
+    let held!: () => void;
+    const waiting = new Promise<void>((r) => (held = r));
+    const givenUp = new Promise((r) => page.once("requestfailed", r));
+    await page.route("**/v1/chat/completions", async (route) => {
+      held();
+      await givenUp;
+      await route.abort().catch(() => {});
+    });
+    await page.click("#trim");
+    await waiting;
+    // meanwhile the tab keeps the whole conversation: a reload now loses nothing
+    assert.deepEqual((await stored()).history.map((m) => m.content), whole);
+    assert.equal((await stored()).draft, message);
+    await page.click("#stop");
+    await back("a Stop");
+    assert.equal(await page.textContent("#error"), "");
+    assert.equal(await page.textContent("#note"), "Stopped: the dropped turns are back");
+
+    // (Chromium logs the refused requests' 400 and the 500 to the console, and the unreachable server)
+    assert.deepEqual(errors.filter((e) => !/status of (400|500)|ERR_CONNECTION_REFUSED/.test(e)), []);
+    await page.close();
+  } finally {
+    if (closed) small.model.dispose();
+    else await small.close();
   }
 });
 
@@ -330,6 +404,12 @@ test("dark mode follows the system's (prefers-color-scheme), and every text, in 
       const { ratio } = await contrast(page, selector);
       assert.ok(ratio >= 4.5, `${scheme}: ${selector}'s text is ${ratio.toFixed(2)}:1 on its background`);
     }
+    // the status line under the error: the refused message sent again, the first turn dropped, fits
+    await page.fill("#max-tokens", "8");
+    await page.click("#trim");
+    await page.waitForSelector("#note:not(:empty)");
+    const { ratio } = await contrast(page, "#note");
+    assert.ok(ratio >= 4.5, `${scheme}: #note's text is ${ratio.toFixed(2)}:1 on its background`);
     await page.close();
   }
 });

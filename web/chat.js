@@ -23,6 +23,12 @@ let leaving = null;
 /** whether the page is being left (pagehide) */
 let pageLeft = false;
 let modelId;
+/**
+ * while "Drop the oldest turns and retry" runs: the conversation before the drop and the message
+ * being sent, and the trimmed conversation now on the page (`trimmed`); until a retry is answered
+ * the tab keeps the whole one (a reload or a failure must not lose the dropped turns)
+ */
+let retrying = null;
 
 const list = $("messages");
 const STORED = "tsllm-chat";
@@ -34,8 +40,10 @@ function newSession() {
 
 /** keeps the conversation (`messages`: history and a turn still streaming), its id and the system prompt for a reload of this tab */
 function save(messages = history) {
+  // (a New chat or an edit during a retry replaced `history`: that one is kept, not the old whole)
+  const whole = retrying?.trimmed === history ? retrying : null;
   try {
-    sessionStorage.setItem(STORED, JSON.stringify({ history: messages, session, system: $("system").value, draft: $("input").value }));
+    sessionStorage.setItem(STORED, JSON.stringify({ history: whole ? whole.before : messages, session, system: $("system").value, draft: whole ? whole.text : $("input").value }));
   } catch {} // storage full or disabled: the conversation just does not outlive the page
 }
 
@@ -326,8 +334,9 @@ function sampling() {
 const fmt = (x) => (Number.isFinite(x) ? x.toFixed(1) : "–");
 
 /**
- * one message sent and its reply streamed into the conversation; true when the server refused it
- * for the context (context_length_exceeded), the turn taken back
+ * one message sent and its reply streamed into the conversation; how it ended: "refused" when the
+ * server refused it for the context (context_length_exceeded), the turn taken back; "stopped" or
+ * "error" when it was stopped or failed (the turn taken back when nothing came); "done" otherwise
  */
 async function send(text) {
   $("error").textContent = "";
@@ -336,7 +345,7 @@ async function send(text) {
   const params = sampling();
   if (!params) {
     if ($("input").value === "") $("input").value = text;
-    return;
+    return "error";
   }
   const turns = history;
   const user = { role: "user", content: text };
@@ -436,7 +445,7 @@ async function send(text) {
     if (modelId === undefined) void loadInfo();
   } catch (e) {
     // leaving the page cut the connection: pagehide kept the turn already (`leaving`)
-    if (pageLeft) return;
+    if (pageLeft) return "stopped";
     if (e.name === "AbortError") finish = "stopped";
     else {
       finish = "error";
@@ -460,14 +469,15 @@ async function send(text) {
     li.remove();
     if ($("input").value === "") $("input").value = text;
     save();
-    if (code !== "context_length_exceeded" || turns !== history) return false;
+    if (code !== "context_length_exceeded" || turns !== history) return finish;
     // the conversation outgrew the context: the page offers to drop its oldest turns
     $("trim").hidden = history.length === 0;
-    return true;
+    return "refused";
   }
   turns.push(...turn());
+  const ended = finish === "stopped" || finish === "error" ? finish : "done";
   // a New chat or an edit while it streamed replaced the conversation: this turn is not on the page any more
-  if (turns !== history) return false;
+  if (turns !== history) return ended;
   const follow = atBottom();
   // the previous reply loses its Regenerate button: only the last one can be asked for again
   for (const old of list.querySelectorAll("li.assistant button.regenerate")) old.remove();
@@ -477,39 +487,51 @@ async function send(text) {
   $("announce").textContent = content.textContent;
   save();
   if (follow) list.scrollTop = list.scrollHeight;
-  return false;
+  return ended;
 }
 
 /**
  * the message in the box sent again with the conversation's oldest turns dropped (a message and
  * its replies at a time; the system prompt is no turn and stays), as few as make it fit the
- * context; a note says how many went
+ * context; a note says how many went. The drop holds only once a reply is done: a retry that
+ * fails (a 500, the server gone), is stopped, or does not fit even alone gives the conversation
+ * back whole, on the page and in the tab's storage, the message back in the box
  */
 async function trimAndRetry() {
   const text = $("input").value.trim();
   if (!text || controller) return;
   const before = history;
-  let dropped = 0;
-  for (;;) {
-    let n = 1;
-    while (n < history.length && history[n].role !== "user") n++;
-    history = history.slice(n);
-    dropped += n;
-    renderAll();
-    $("input").value = "";
-    save();
-    if (!(await send(text))) break;
-    if (history.length === 0) {
-      // the message alone does not fit: the conversation comes back whole, the refusal stays said
-      history = before;
+  retrying = { before, text, trimmed: null };
+  let dropped = 0, ended;
+  try {
+    do {
+      let n = 1;
+      while (n < history.length && history[n].role !== "user") n++;
+      history = retrying.trimmed = history.slice(n);
+      dropped += n;
       renderAll();
+      $("input").value = "";
       save();
-      return;
-    }
+      ended = await send(text);
+      // a New chat or an edit meanwhile: that conversation is the page's now
+      if (history !== retrying.trimmed) return;
+    } while (ended === "refused" && history.length > 0);
+  } finally {
+    retrying = null;
   }
-  if ($("error").textContent === "") {
+  if (ended === "done") {
+    save();
     $("note").textContent = `${dropped} oldest message${dropped === 1 ? " was" : "s were"} dropped to fit the model's context`;
+    return;
   }
+  // the error line (or the refusal, when the message alone does not fit) stays said
+  history = before;
+  renderAll();
+  $("input").value = text;
+  save();
+  // offered again after a failure or a stop; not when the message alone does not fit
+  $("trim").hidden = ended === "refused";
+  if (ended === "stopped") $("note").textContent = "Stopped: the dropped turns are back";
 }
 $("trim").addEventListener("click", () => void trimAndRetry());
 
