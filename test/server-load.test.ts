@@ -116,8 +116,8 @@ describe("tsllm serve under load and faults", { skip }, () => {
     const controller = new AbortController();
     const running = [0, 1].map((i) => s.model.submit(`Once upon a time ${i}`, { maxTokens: 400, ignoreEos: true, temperature: 0, signal: controller.signal }));
     try {
-      // both prefilled: each has a first event
-      for (const r of running) for await (const _ of r.events()) break;
+      // both prefilled: each has a first event (read without leaving the reader: leaving cancels, 617d381)
+      for (const r of running) await r.events()[Symbol.asyncIterator]().next();
       const before = await metricsOf(s.url);
       const leaving = new AbortController();
       const queued = post(`${s.url}/v1/completions`, { prompt: "Lily and Ben went to the park to play with the big red ball", max_tokens: 4 }, {}, leaving.signal).catch(() => "left");
