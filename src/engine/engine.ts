@@ -468,20 +468,18 @@ export class Engine {
    * may grow them) would lose the rows the step is writing
    */
   private betweenSteps<T>(task: () => T): Promise<T> {
-    if (!this.stepping) {
-      try {
-        return Promise.resolve(task());
-      } catch (e) {
-        return Promise.reject(e);
-      }
-    }
-    return new Promise<T>((resolve, reject) => this.pendingBetween.push(() => {
-      try {
-        resolve(task());
-      } catch (e) {
-        reject(e);
-      }
-    }));
+    // (the executor runs at once: with no step in flight the task runs before this returns)
+    return new Promise<T>((resolve, reject) => {
+      const run = () => {
+        try {
+          resolve(task());
+        } catch (e) {
+          reject(e);
+        }
+      };
+      if (this.stepping) this.pendingBetween.push(run);
+      else run();
+    });
   }
 
   /** the tasks betweenSteps queued for the loop */
