@@ -472,14 +472,8 @@ async function* orderedSteps(request: EngineRequest): AsyncGenerator<ChoiceStep,
  * never settling and the engine's loop polling for that reader, so the process never exited.
  */
 function cancelledIfLeft<T>(request: EngineRequest, it: AsyncGenerator<T, void>): AsyncGenerator<T, void> {
-  const read = async function* (): AsyncGenerator<T, void> {
-    try {
-      yield* it;
-    } finally {
-      request.cancel();
-    }
-  };
-  return cancelOnEarlyExit(read(), () => request.cancel());
+  // (return() and throw() are how a reader leaves, started or not; a reader that reads to the end leaves an ended request)
+  return cancelOnEarlyExit(it, () => request.cancel());
 }
 
 /** how the options ask for tokens to be chosen */
