@@ -198,7 +198,7 @@ test("a kernel worker whose loop throws once it has said ready: the load rejects
  * next one must reject with one error saying why (`why`, naming the build's kernel worker), and a
  * load again on the same engine worker give llama.cpp's tokens; no hang (inPage bounds each wait).
  */
-async function kernelWorkerEndsMidGeneration(script: string, arm: string, end: (page: Page) => Promise<void>, why: string): Promise<void> {
+async function kernelWorkerEndsMidGeneration(script: string, arm: string, end: (page: Page) => Promise<void>, why: string | readonly string[]): Promise<void> {
   const { page, errors } = await openPage();
   try {
     await inPage(page, `
@@ -220,8 +220,10 @@ async function kernelWorkerEndsMidGeneration(script: string, arm: string, end: (
       w.terminate();
       return [generation, later, again];
     `);
-    const gone = stopped(`${rig.base}/tsllm/kernel-worker.js`, why);
-    assert.deepEqual(settledAfter, [gone, gone, `resolved: ${JSON.stringify([2, golden()])}`]);
+    // (a reason among `why`: the one heard first, and the next call gives the same)
+    const gone = (typeof why === "string" ? [why] : why).map((w) => stopped(`${rig.base}/tsllm/kernel-worker.js`, w));
+    assert.ok(gone.includes(settledAfter[0]!), `the generation: ${settledAfter[0]}`);
+    assert.deepEqual(settledAfter, [settledAfter[0], settledAfter[0], `resolved: ${JSON.stringify([2, golden()])}`]);
     assert.deepEqual(errors, []);
   } finally {
     await page.close();
@@ -229,7 +231,8 @@ async function kernelWorkerEndsMidGeneration(script: string, arm: string, end: (
 }
 
 test("a kernel worker whose JavaScript is terminated mid-generation: the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, () =>
-  kernelWorkerEndsMidGeneration("/tsllm/engine-worker.js", "", () => terminateKernelWorker(1), "its loop stopped running (its JavaScript was terminated)"));
+  // (its thread ends with its JavaScript: the watchdog's lock may be granted before the pool's wait sees the loop stopped, bc89526)
+  kernelWorkerEndsMidGeneration("/tsllm/engine-worker.js", "", () => terminateKernelWorker(1), ["its loop stopped running (its JavaScript was terminated)", "its thread was ended from outside (worker.terminate(), or it crashed)"]));
 
 test("a kernel worker ended outright mid-generation (worker.terminate(): none of its JavaScript runs, and no event tells the engine worker): the generation rejects with one error naming it (it waited forever where the worker held rows of a job, else ran on without it), so does the next, and a load again runs", { skip }, () =>
   kernelWorkerEndsMidGeneration(
