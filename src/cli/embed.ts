@@ -1,4 +1,4 @@
-import { DEFAULT_MODELS, openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
+import { DEFAULT_MODELS, embdNormalize, openEmbeddingModel, type EmbedOptions } from "../pipelines/index.js";
 import type { Pooling } from "../formats/index.js";
 import { OptionError } from "../units/index.js";
 import { MODEL_MEANING, backendOption, escapesOption, ESCAPE_ARGS, flag, inputLabel, optionalNonEmpty, optionalNumber, optionalString, parse, printWarning, processEscapes, requireString, strings, threadsOption, UsageError, type OptionSpec } from "./args.js";
@@ -6,14 +6,15 @@ import { fileText, readTextInput } from "./input-files.js";
 import { resolveInterruptibly } from "./interrupt.js";
 
 export const embedHelp = `Usage: tsllm embed --model MODEL (--input TEXT [--input TEXT]... | --file FILE) [--embd-separator SEP] [--no-escape]
-                   [--normalize | --no-normalize] [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME]
+                   [--normalize | --no-normalize | --embd-normalize N] [--pooling P] [--dimensions N] [--prompt TEXT | --prompt-name NAME]
                    [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Sentence embeddings with sentence-transformers' semantics (modules.json, 1_Pooling, Normalize,
 max_seq_length truncation, with a warning naming the input); any BERT/RoBERTa/DistilBERT folder
 works (mean pooling). A decoder (Llama, Qwen, GPT-2 GGUF or folder, e.g. Qwen3-Embedding) gives
 llama.cpp's embeddings (llama-embedding): the hidden states after the final norm, pooled by the
-GGUF's pooling_type (else the last token), L2-normalized unless --no-normalize.
+GGUF's pooling_type (else the last token). A GGUF's vectors, encoder or decoder, are L2-normalized
+as llama-embedding's (its --embd-normalize 2); a folder's as sentence-transformers' (its Normalize module).
 
 Options:
   --model MODEL     sentence-transformers folder or Hub id (default: sentence-transformers/all-MiniLM-L6-v2)
@@ -26,8 +27,11 @@ Options:
   --no-escape       take --input and --file's text as written; by default, as llama-embedding's -p and
                     -f, \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte, before
                     the split into texts (--escape, the default, is taken; --prompt and SEP as typed)
-  --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a decoder)
-  --no-normalize    a decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; llama.cpp's embd_normalize -1)
+  --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a GGUF)
+  --no-normalize    a GGUF's or decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; --embd-normalize -1)
+  --embd-normalize N  as llama-embedding's: -1 the raw vector, 0 scaled so its largest magnitude is 32760
+                    (int16's range), 1 taxicab, 2 Euclidean (a GGUF's default), N > 2 the N-norm (a
+                    model's Normalize module stays part of the model)
   --pooling P       mean, cls, max, mean_sqrt_len, weightedmean, lasttoken (default: the model's)
   --dimensions N    keep the first N components (truncate_dim; normalized after the cut)
   --prompt TEXT     text put before each input (sentence-transformers' encode(prompt=...), e.g. "query: ")
@@ -40,7 +44,7 @@ Options:
 
 const POOLINGS = ["mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken"];
 
-export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" }, ...ESCAPE_ARGS };
+export const EMBED_ARGS: OptionSpec = { model: { type: "string" }, input: { type: "string", multiple: true }, file: { type: "string" }, "embd-separator": { type: "string" }, normalize: { type: "boolean" }, "no-normalize": { type: "boolean" }, "embd-normalize": { type: "string" }, pooling: { type: "string" }, dimensions: { type: "string" }, prompt: { type: "string" }, "prompt-name": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" }, ...ESCAPE_ARGS };
 
 /**
  * The library's refusal of a prompt name the model does not have, in the flag's words: it said
@@ -75,6 +79,8 @@ export async function runEmbed(argv: string[]): Promise<void> {
   if (prompt !== undefined && promptName !== undefined) throw new UsageError("--prompt and --prompt-name: give one (sentence-transformers takes the prompt and ignores the name)");
   const prompts = { ...(prompt === undefined ? {} : { prompt }), ...(promptName === undefined ? {} : { promptName }) };
   if (flag(values, "normalize") && flag(values, "no-normalize")) throw new UsageError("--normalize and --no-normalize contradict each other: give one");
+  const embdNorm = optionalNumber(values, "embd-normalize", { integer: true, min: -1 });
+  if (embdNorm !== undefined && (flag(values, "normalize") || flag(values, "no-normalize"))) throw new UsageError(`--embd-normalize and --${flag(values, "normalize") ? "" : "no-"}normalize both say how to normalize: give one`);
   // read last among the checks: a usage error must not wait for a pipe's end. llama-embedding
   // splits its prompt at each "\n" (--embd-separator's default); a CRLF file's "\r" goes too.
   // A separator given splits as its split_lines does: at each occurrence, every part kept
@@ -90,10 +96,14 @@ export async function runEmbed(argv: string[]): Promise<void> {
     promptNamed(() => m.tokenize(inputs, prompts)).forEach((ids, i) => {
       if (ids.length > m.maxTokens) printWarning(`${inputLabel(inputs, i)} has ${ids.length} tokens; only its first ${m.maxTokens} (this model's limit) are embedded`);
     });
-    // unset: each kind's default (an encoder's folder decides, a decoder normalizes as llama.cpp)
-    const normalize = flag(values, "normalize") ? true : flag(values, "no-normalize") ? false : undefined;
+    // unset: each kind's default (a folder decides, a GGUF normalizes as llama.cpp); --embd-normalize
+    // takes the raw vector (cut to --dimensions) and normalizes it as llama-embedding does
+    const normalize = embdNorm !== undefined ? false : flag(values, "normalize") ? true : flag(values, "no-normalize") ? false : undefined;
     const options: EmbedOptions = { ...prompts, ...(normalize === undefined ? {} : { normalize }), ...(pooling ? { pooling: pooling as Pooling } : {}), ...(dimensions ? { dimensions } : {}) };
-    const vectors = (await m.embed(inputs, options)).map((v) => Array.from(v));
+    const vectors = (await m.embed(inputs, options)).map((v) => {
+      if (embdNorm !== undefined) embdNormalize(v, embdNorm);
+      return Array.from(v);
+    });
     if (flag(values, "json")) process.stdout.write(JSON.stringify(vectors) + "\n");
     else process.stdout.write(vectors.map((v) => v.join(" ")).join("\n") + "\n");
   } finally {

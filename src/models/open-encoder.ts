@@ -15,6 +15,12 @@ export interface OpenedEncoder {
   readonly tokenizer: Tokenizer;
   /** modules.json & co., when the folder is a sentence-transformers model */
   readonly sentenceTransformers?: SentenceTransformerConfig;
+  /**
+   * opened from a llama.cpp GGUF (not a Hugging Face folder): its sentence embeddings are
+   * L2-normalized unless asked otherwise, as llama.cpp's llama-embedding and llama-server
+   * (embd_normalize 2 by default); a folder follows sentence-transformers (its Normalize module)
+   */
+  readonly gguf?: boolean;
   /** the weights as the encoder sees them (llama.cpp's bert names, stored type and size), none read yet */
   readonly tensors: ReadonlyMap<string, SourceTensorInfo>;
   build(backend: Backend, options?: WeightStoreOptions): EncoderModel;
@@ -101,6 +107,7 @@ function openGGUFEncoder(path: string): OpenedEncoder {
   return {
     path, config, tokenizer: tokenizerFromGGUF(meta),
     sentenceTransformers: { pooling, normalize: false, doLowerCase: false },
+    gguf: true,
     tensors,
     build: (backend, options) => buildEncoder(config, new GGUFTensorSource(header), backend, options),
   };

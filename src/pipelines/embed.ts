@@ -10,7 +10,7 @@ import { describe, knownOptions } from "./inputs.js";
 export interface EmbedOptions {
   /**
    * L2-normalize each vector (default: true when the folder has a Normalize module, else false; a
-   * decoder GGUF: true, as llama.cpp's tools). An encoder's Normalize module normalizes even when false
+   * GGUF, encoder or decoder: true, as llama.cpp's tools). An encoder's Normalize module normalizes even when false
    */
   readonly normalize?: boolean;
   /** how token vectors become one (default: the folder's 1_Pooling config, else "mean") */
@@ -205,7 +205,8 @@ export async function embedWith(runner: EncoderRunner, inputs: readonly Embeddin
   const st = runner.opened.sentenceTransformers;
   const d = runner.model.info.hiddenSize;
   const { pooling, dims } = checkedOptions(inputs, options, st?.pooling ?? "mean", d);
-  const normalize = (options.normalize ?? false) || (st?.normalize ?? false);
+  // a GGUF as llama.cpp's tools (embd_normalize 2); a folder as sentence-transformers' encode()
+  const normalize = (options.normalize ?? runner.opened.gguf === true) || (st?.normalize ?? false);
   const maxLength = embeddingMaxTokens(runner);
   const tokens = (await embeddingTokensAsync(runner, inputs, options)).map((ids) => modelInputOf(runner, ids, maxLength));
   const skips = excludedPromptTokens(inputs, options, st, pooling, runner.tokenizer, (text) => embeddingTokens(runner, [text], { prompt: "" })[0]!);
@@ -276,6 +277,25 @@ const GGUF_POOLINGS: Readonly<Record<number, Pooling | undefined>> = { 1: "mean"
 
 /** rows of one embedding pass of a decoder at most: a batch is cut into passes of about this many tokens (the scratch grows with the rows) */
 const DECODER_PASS_TOKENS = 512;
+
+/**
+ * llama.cpp's embd_normalize (common_embd_normalize, llama-embedding's --embd-normalize, llama-server's
+ * embd_normalize), in place: -1 leaves the vector, 0 scales its largest magnitude to 32760 (int16's
+ * range), 2 divides by the Euclidean norm, any other p by the p-norm; a zero vector stays zero.
+ */
+export function embdNormalize(v: Float32Array, p: number): void {
+  if (p === -1) return;
+  let sum = 0;
+  if (p === 0) {
+    for (const x of v) sum = Math.max(sum, Math.abs(x));
+    sum /= 32760;
+  } else {
+    for (const x of v) sum += Math.abs(x) ** p;
+    sum **= 1 / p;
+  }
+  const scale = sum > 0 ? 1 / sum : 0;
+  for (let i = 0; i < v.length; i++) v[i] = v[i]! * scale;
+}
 
 /**
  * What an embedding model of either kind (an encoder's, pipeline.ts's EmbeddingModel, or a

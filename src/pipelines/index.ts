@@ -10,5 +10,5 @@ export type { FillMaskOptions, FillMaskProposal } from "./fill-mask.js";
 export type { FeatureExtractionOptions } from "./feature-extraction.js";
 export type { Truncation } from "./inputs.js";
 export type { TextGenerationOptions } from "./text-generation.js";
-export { embeddingsOf, tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions, type EmbeddingInput, type PromptOptions } from "./embed.js";
+export { embeddingsOf, embdNormalize, tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingVectors, type EmbedOptions, type EmbeddingInput, type PromptOptions } from "./embed.js";
 export type { EncoderLoadOptions } from "./encoder-runner.js";

@@ -1,5 +1,5 @@
 import type { ServerResponse } from "node:http";
-import { tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
+import { embdNormalize, tokenIdsProblem, type DecoderEmbeddingModel, type EmbeddingInput, type EmbeddingModel } from "../pipelines/index.js";
 import type { Tokenizer } from "../tokenizer/index.js";
 import { OptionError } from "../units/index.js";
 import { ApiError, invalid } from "./errors.js";
@@ -90,11 +90,11 @@ export async function handleEmbeddings(model: EmbeddingModel | DecoderEmbeddingM
     route.signal?.throwIfAborted();
     // the inputs as given, with their prompt (not the tokens above, which carry it): a Pooling with
     // include_prompt: false leaves a text's prompt out, which token ids would not tell it.
-    // embd_normalize applies to the raw vector, as llama-server's (a decoder's embeddings are otherwise L2-normalized, its default 2)
+    // embd_normalize applies to the raw vector, as llama-server's (a GGUF's embeddings are otherwise L2-normalized, its default 2)
     vectors.push(...(await model.embed(inputs.slice(i, i + EMBED_CHUNK), { ...prompts, dimensions, signal: route.signal, ...(normalization === undefined ? {} : { normalize: false }) })));
     route.began?.();
   }
-  if (normalization !== undefined) vectors.forEach((v) => normalizeLikeLlamaServer(v, normalization));
+  if (normalization !== undefined) vectors.forEach((v) => embdNormalize(v, normalization));
   if (api === "llama") {
     await sendJson(res, 200, vectors.map((v, index) => ({ index, embedding: [Array.from(v)] })), {}, writeTimeoutMs);
     return;
@@ -138,23 +138,4 @@ async function inputsOf(value: unknown, param: string, tokenizer: Tokenizer, voc
     inputs.push(typeof prompt === "string" || prompt.every((t) => typeof t === "number") ? (prompt as EmbeddingInput) : await promptTokens(tokenizer, prompt));
   }
   return { inputs, where: given.map((g) => g.where) };
-}
-
-/**
- * llama-server's embd_normalize (common_embd_normalize): -1 leaves the vector, 0 scales its
- * largest magnitude to 32760 (int16's range), 2 divides by the Euclidean norm, any other p by
- * the p-norm; a zero vector stays zero.
- */
-function normalizeLikeLlamaServer(v: Float32Array, p: number): void {
-  if (p === -1) return;
-  let sum = 0;
-  if (p === 0) {
-    for (const x of v) sum = Math.max(sum, Math.abs(x));
-    sum /= 32760;
-  } else {
-    for (const x of v) sum += Math.abs(x) ** p;
-    sum **= 1 / p;
-  }
-  const scale = sum > 0 ? 1 / sum : 0;
-  for (let i = 0; i < v.length; i++) v[i] = v[i]! * scale;
 }
