@@ -27,7 +27,7 @@ Options:
   --no-escape       take --input and --file's text as written; by default, as llama-embedding's -p and
                     -f, \\n \\r \\t \\' \\" \\\\ and \\xHH in them are that character or byte, before
                     the split into texts (--escape, the default, is taken; --prompt and SEP as typed)
-  --normalize       L2-normalize the vectors (always on when the model has a Normalize module, and for a GGUF)
+  --normalize       L2-normalize the vectors (a GGUF's default; always on when the model has a Normalize module)
   --no-normalize    a GGUF's or decoder's raw pooled vectors (node-llama-cpp's getEmbeddingFor; --embd-normalize -1)
   --embd-normalize N  as llama-embedding's: -1 the raw vector, 0 scaled so its largest magnitude is 32760
                     (int16's range), 1 taxicab, 2 Euclidean (a GGUF's default), N > 2 the N-norm (a
