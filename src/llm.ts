@@ -484,8 +484,8 @@ function decodingOf(o: GenerateOptions, n: number): Decoding {
   if (o.draftModel !== undefined || o.promptLookup) {
     return { kind: "speculative", draft: o.draftModel?.languageModel, draftTokens: o.draftTokens, promptLookup: typeof o.promptLookup === "number" ? o.promptLookup : undefined };
   }
-  const { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias, forcedBosTokenId, forcedEosTokenId } = o;
-  const bans = { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias };
+  const { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias, forcedBosTokenId, forcedEosTokenId, exponentialDecayLengthPenalty } = o;
+  const bans = { noRepeatNgramSize, minNewTokens, suppressTokens, beginSuppressTokens, badWordsIds, sequenceBias, exponentialDecayLengthPenalty };
   // (an option left out, 0 or empty bans nothing; a forced token id 0 is a token)
   const forced = { ...(forcedBosTokenId === undefined ? {} : { forcedBosTokenId }), ...(forcedEosTokenId === undefined ? {} : { forcedEosTokenId }) };
   return { kind: "sample", n, ...Object.fromEntries(Object.entries(bans).filter(([, v]) => v !== undefined && v !== 0 && !(Array.isArray(v) && v.length === 0))), ...forced };

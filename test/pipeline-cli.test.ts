@@ -418,9 +418,15 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
     const suppressed = textResults(run("--suppress-tokens", "35169, 7675", "--begin-suppress-tokens", "11119"));
     assert.deepEqual(suppressed, [await gen(input, { maxNewTokens: 12, suppressTokens: [35169, 7675], beginSuppressTokens: [11119] })]);
     assert.notDeepEqual(suppressed, plain, "greedy takes those tokens here");
+    // an id past the vocabulary bans nothing, as transformers' SuppressTokensLogitsProcessor (before: "--suppress-tokens: token id 50257 is outside the vocabulary", exit 2)
+    assert.deepEqual(textResults(run("--suppress-tokens", "35169,50257,7675", "--begin-suppress-tokens", "11119,99999")), suppressed);
     const options = { maxNewTokens: 12, badWordsIds: [[35169, 35169], [26309]], sequenceBias: [[[11119, 7675], 4], [[35169], -3.5]] as [number[], number][], forcedEosTokenId: 11119 };
     assert.deepEqual(textResults(run("--bad-words-ids", "35169,35169", "--bad-words-ids", "26309", "--sequence-bias", "11119,7675=4", "--sequence-bias", "35169=-3.5", "--forced-eos-token-id", "11119")), [await gen(input, options)]);
     assert.deepEqual(textResults(run("--forced-eos-token-id", "50256,11119", "--forced-bos-token-id", "0")), [await gen(input, { maxNewTokens: 12, forcedEosTokenId: [50256, 11119], forcedBosTokenId: 0 })]);
+    // the decay ends this reply early (before: an unknown flag)
+    const decayed = textResults(run("--exponential-decay-length-penalty", "0, 3", "--repetition-penalty", "1.3"));
+    assert.deepEqual(decayed, [await gen(input, { maxNewTokens: 12, exponentialDecayLengthPenalty: [0, 3], repetitionPenalty: 1.3 })]);
+    assert.notDeepEqual(decayed, textResults(run("--repetition-penalty", "1.3")));
     for (const [flag, bad, message] of [
       ["--suppress-tokens", "1,x", `--suppress-tokens expects token ids separated by commas (such as 35169,7675; "" for none), got "1,x"`],
       ["--forced-eos-token-id", "7,", `--forced-eos-token-id expects token ids separated by commas (such as 35169,7675; "" for none), got "7,"`],
@@ -428,8 +434,9 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
       ["--sequence-bias", "35169", `--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "35169"`],
       ["--sequence-bias", "-1=2", `--sequence-bias expects token ids separated by commas (such as 35169,7675), got "-1"`],
       ["--forced-bos-token-id", "-3", "--forced-bos-token-id must be >= 0, got -3"],
+      ["--exponential-decay-length-penalty", "3", `--exponential-decay-length-penalty expects START,FACTOR (an integer and a finite number, such as 10,1.5), got "3"`],
+      ["--exponential-decay-length-penalty", "1.5,2", `--exponential-decay-length-penalty expects START,FACTOR (an integer and a finite number, such as 10,1.5), got "1.5,2"`],
       // ids past gpt2-tiny's 50257 tokens: the flag named, not the library's option (before: "suppressTokens: ...", exit 1)
-      ["--suppress-tokens", "7,50257", "--suppress-tokens: token id 50257 is outside the vocabulary [0, 50257)"],
       ["--sequence-bias", "7,60000=1", "--sequence-bias: token id 60000 is outside the vocabulary [0, 50257)"],
       ["--forced-eos-token-id", "50256,50300", "--forced-eos-token-id: token id 50300 is outside the vocabulary [0, 50257)"],
     ] as const) assertUsageError(run(flag, bad), message);
@@ -465,7 +472,7 @@ test("tsllm pipeline text-generation --forced-bos-token-id \"\", --forced-eos-to
   }
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id, --seed) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id, --exponential-decay-length-penalty, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -482,6 +489,7 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["fill-mask", "no-repeat-ngram-size", "2", "text-generation"], ["ner", "min-new-tokens", "2", "text-generation"], ["sentiment-analysis", "min-length", "2", "text-generation"],
     ["fill-mask", "suppress-tokens", "2", "text-generation"], ["ner", "begin-suppress-tokens", "2", "text-generation"], ["feature-extraction", "bad-words-ids", "2,3", "text-generation"],
     ["sentiment-analysis", "sequence-bias", "2=1", "text-generation"], ["fill-mask", "forced-bos-token-id", "2", "text-generation"], ["ner", "forced-eos-token-id", "2", "text-generation"],
+    ["fill-mask", "exponential-decay-length-penalty", "2,1.5", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

@@ -52,7 +52,7 @@ test("every relative link in README.md and docs/*.md names a file that exists, a
 const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true,
   promptLogprobs: true, numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true,
-  suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true,
+  suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, exponentialDecayLengthPenalty: true,
   draftModel: true, draftTokens: true, promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true, slot: true,
   temperature: true, topK: true, topP: true, minP: true, typicalP: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,
   presencePenalty: true, logitBias: true, seed: true, samplerOrder: true, minKeep: true,

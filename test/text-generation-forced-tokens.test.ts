@@ -155,8 +155,6 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
 
   test("a folder's token id past the vocabulary is refused when the pipeline opens it, naming the file and the key (not the library's option)", async () => {
     const cases: [string, object, object, string][] = [
-      ["suppress", { suppress_tokens: [7, 99999] }, {}, "generation_config.json: suppress_tokens: token id 99999"],
-      ["begin", { begin_suppress_tokens: [50257] }, {}, "generation_config.json: begin_suppress_tokens: token id 50257"],
       ["bad-words", { bad_words_ids: [[7], [35169, 60000]] }, {}, "generation_config.json: bad_words_ids: token id 60000"],
       ["bias", { sequence_bias: [[[7, 50300], 2]] }, {}, "generation_config.json: sequence_bias: token id 50300"],
       ["bos", { forced_bos_token_id: 50257 }, {}, "generation_config.json: forced_bos_token_id: token id 50257"],
@@ -164,9 +162,19 @@ describe("text-generation forces tokens as transformers' ForcedBOS / ForcedEOS l
     ];
     for (const [name, generation, config, message] of cases) {
       const folder = gpt2TinyCopy(dir, `vocab-${name}`, generation, config);
-      // before: opened, and each generation refused as "suppressTokens: token id 99999 is outside the vocabulary [0, 50257)"
+      // before: opened, and each generation refused as "badWordsIds: token id 60000 is outside the vocabulary [0, 50257)"
       await assert.rejects(pipeline("text-generation", folder, { threads: 1 }), new Error(`${folder}/${message} is outside the vocabulary (50257 tokens)`), name);
     }
+  });
+
+  test("suppress_tokens / begin_suppress_tokens past the vocabulary ban nothing, as transformers' isin mask over arange(vocab): the folder opens and the call generates as without them", async () => {
+    const plain = await reply(gen, { maxNewTokens: 12, suppressTokens: [35169], beginSuppressTokens: [11119] });
+    // before: the pipeline refused the folder ("generation_config.json: suppress_tokens: token id 99999 is outside the vocabulary (50257 tokens)")
+    const folder = gpt2TinyCopy(dir, "vocab-suppress", { suppress_tokens: [35169, 99999], begin_suppress_tokens: [50257, 11119] });
+    assert.equal(await reply(await openFolder(folder), { maxNewTokens: 12 }), plain);
+    // before: each call refused ("suppressTokens: token id 50257 is outside the vocabulary [0, 50257)")
+    assert.equal(await reply(gen, { maxNewTokens: 12, suppressTokens: [50257, 35169, 1e6], beginSuppressTokens: [11119, 60000] }), plain);
+    assert.notEqual(plain, await reply(gen, { maxNewTokens: 12 }), "greedy takes 35169 and 11119 here");
   });
 
   test("a list option equal to task_specific_params' is not told to give way (compared by value); another one is, shown as JSON", async () => {

@@ -14,7 +14,8 @@ export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TE
                       [--temperature T] [--top-p P] [--repetition-penalty R] [--no-repeat-ngram-size N]
                       [--min-new-tokens N] [--min-length N] [--suppress-tokens ID,...]
                       [--begin-suppress-tokens ID,...] [--bad-words-ids ID,...]... [--sequence-bias ID,...=BIAS]...
-                      [--forced-bos-token-id ID] [--forced-eos-token-id ID,...] [--seed S] [--memory-margin SIZE]
+                      [--forced-bos-token-id ID] [--forced-eos-token-id ID,...]
+                      [--exponential-decay-length-penalty START,FACTOR] [--seed S] [--memory-margin SIZE]
                       [--threads N] [--backend wasm|reference|webgpu] [--json]
 
 Runs a Hugging Face-style pipeline on each input. TASK: ${PIPELINE_TASKS.join(", ")}.
@@ -78,6 +79,10 @@ Options:
   --forced-eos-token-id ID,...  text-generation: the token (or one of them) generated last, at the last step the
                                 budget allows ("" for none: the folder's off) (default: the folder's;
                                 transformers' forced_eos_token_id)
+  --exponential-decay-length-penalty START,FACTOR
+                                text-generation: after START new tokens, EOS's logit gains |logit| * (FACTOR^(new
+                                tokens - START) - 1) at each step, after the repetition penalty (default: the
+                                folder's; transformers' exponential_decay_length_penalty)
   --seed S                      text-generation: the sampler's seed, 0 to 4294967295 (same seed, same text); -1
                                 (default): a random one, printed (stderr) when the run samples: give it back to
                                 repeat the run (with --json, a run that samples gives each result its "seed")
@@ -122,6 +127,7 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "sequence-bias": ["text-generation"],
   "forced-bos-token-id": ["text-generation"],
   "forced-eos-token-id": ["text-generation"],
+  "exponential-decay-length-penalty": ["text-generation"],
   seed: ["text-generation"],
 };
 
@@ -133,7 +139,7 @@ export const PIPELINE_ARGS: OptionSpec = {
   "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" },
   "no-repeat-ngram-size": { type: "string" }, "min-new-tokens": { type: "string" }, "min-length": { type: "string" },
   "suppress-tokens": { type: "string" }, "begin-suppress-tokens": { type: "string" }, "bad-words-ids": { type: "string", multiple: true }, "sequence-bias": { type: "string", multiple: true },
-  "forced-bos-token-id": { type: "string" }, "forced-eos-token-id": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
+  "forced-bos-token-id": { type: "string" }, "forced-eos-token-id": { type: "string" }, "exponential-decay-length-penalty": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
 };
 
 /** the text-generation flags of token ids, whose library option (its name in camel case) the engine checks against the vocabulary */
@@ -162,6 +168,18 @@ function sequenceBiasOption(values: ParsedValues): [number[], number][] | undefi
     if (bias === undefined || !Number.isFinite(bias)) throw new UsageError(`--sequence-bias expects ID,...=BIAS (token ids separated by commas and a finite number), got "${spec}"`);
     return [tokenIds(spec.slice(0, at), "sequence-bias", false), bias];
   });
+}
+
+/** --exponential-decay-length-penalty START,FACTOR: the pair transformers' exponential_decay_length_penalty takes */
+function decayOption(values: ParsedValues): [number, number] | undefined {
+  const text = optionalString(values, "exponential-decay-length-penalty");
+  if (text === undefined) return undefined;
+  const [start, factor, ...rest] = text.split(",").map((t) => t.trim());
+  const f = factor === undefined ? undefined : decimalNumber(factor);
+  if (rest.length > 0 || start === undefined || !/^-?\d+$/.test(start) || !Number.isSafeInteger(Number(start)) || f === undefined || !Number.isFinite(f)) {
+    throw new UsageError(`--exponential-decay-length-penalty expects START,FACTOR (an integer and a finite number, such as 10,1.5), got "${text}"`);
+  }
+  return [Number(start), f];
 }
 
 export async function runPipeline(argv: string[]): Promise<void> {
@@ -230,6 +248,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
     // an empty --bad-words-ids adds no sequence: given alone, the folder's are off
     badWordsIds: strings(values, "bad-words-ids")?.map((text) => tokenIds(text, "bad-words-ids", true)).filter((seq) => seq.length > 0), sequenceBias: sequenceBiasOption(values),
     forcedBosTokenId, forcedEosTokenId: forcedEos?.length === 0 ? null : forcedEos?.length === 1 ? forcedEos[0] : forcedEos,
+    exponentialDecayLengthPenalty: decayOption(values),
   };
   const bans = {
     ...(noRepeatNgramSize === undefined ? {} : { noRepeatNgramSize }), ...(minNewTokens === undefined ? {} : { minNewTokens }), ...(minLength === undefined ? {} : { minLength }),

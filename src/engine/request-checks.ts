@@ -68,10 +68,15 @@ export function checkStopTokens(stopTokens: readonly number[], tokenIds: number)
   });
 }
 
-/** a sampled request's banned and biased token ids (suppressTokens, badWordsIds ...) against the vocabulary, as SequenceBiasLogitsProcessor checks its ids */
+/**
+ * a sampled request's banned, biased and forced token ids (badWordsIds, sequenceBias, the forced
+ * ones) against the vocabulary, as SequenceBiasLogitsProcessor checks its ids (ForcedBOS indexes
+ * past the scores); suppressTokens and beginSuppressTokens are not: transformers'
+ * SuppressTokens(AtBegin)LogitsProcessor masks the vocabulary with isin(arange(vocab), ids), so
+ * an id past it bans nothing (Whisper's lists name ids of larger vocabularies), as Sequence skips it
+ */
 export function checkBannedTokens(bans: TokenBans, tokenIds: number): void {
   const lists: [string, readonly (readonly number[])[]][] = [
-    ["suppressTokens", [bans.suppressTokens ?? []]], ["beginSuppressTokens", [bans.beginSuppressTokens ?? []]],
     ["badWordsIds", bans.badWordsIds ?? []], ["sequenceBias", (bans.sequenceBias ?? []).map(([seq]) => seq)],
     ["forcedBosTokenId", [bans.forcedBosTokenId === undefined ? [] : [bans.forcedBosTokenId]]], ["forcedEosTokenId", [[bans.forcedEosTokenId ?? []].flat()]],
   ];

@@ -20,7 +20,7 @@ export function validateMaxTokens(maxTokens: unknown): void {
 }
 
 /** the token-ban options: a decoding other than sampling (greedy included) is refused them when set */
-const TOKEN_BANS = ["noRepeatNgramSize", "minNewTokens", "suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias", "forcedBosTokenId", "forcedEosTokenId"] as const;
+const TOKEN_BANS = ["noRepeatNgramSize", "minNewTokens", "suppressTokens", "beginSuppressTokens", "badWordsIds", "sequenceBias", "forcedBosTokenId", "forcedEosTokenId", "exponentialDecayLengthPenalty"] as const;
 
 /** throws an OptionError naming `name` unless `ids` is an array of token ids (whole numbers >= 0) */
 function checkTokenIds(ids: unknown, name: string): void {
@@ -70,6 +70,11 @@ export function validateTokenBans(o: Pick<GenerateOptions, (typeof TOKEN_BANS)[n
     if (Array.isArray(eos)) checkTokenIds(eos, "forcedEosTokenId");
     else if (!Number.isSafeInteger(eos) || (eos as number) < 0) throw new OptionError(`forcedEosTokenId must be a token id or an array of them (integers >= 0), got ${shownValue(eos)}`, "forcedEosTokenId");
     if (Array.isArray(eos) && eos.length === 0) throw new OptionError("forcedEosTokenId must hold at least one token id, got []", "forcedEosTokenId");
+  }
+  const decay = o.exponentialDecayLengthPenalty;
+  // ExponentialDecayLengthPenalty takes a (start index, decay factor) pair; a factor that is not finite would make every end logit infinite or NaN
+  if (decay !== undefined && !(Array.isArray(decay) && decay.length === 2 && Number.isSafeInteger(decay[0]) && typeof decay[1] === "number" && Number.isFinite(decay[1]))) {
+    throw new OptionError(`exponentialDecayLengthPenalty must be a [start index, decay factor] pair (an integer and a finite number), got ${shownValue(decay)}`, "exponentialDecayLengthPenalty");
   }
   // a forced step whose every forced token suppressTokens bans (it comes after the forcing) has no
   // token left: the sampler's refusal then blamed a logitBias (transformers' greedy takes id 0, its sampling fails)

@@ -85,9 +85,9 @@ export interface GenerateOptions extends SamplingOptions {
    * speculative decoding
    */
   minNewTokens?: number;
-  /** token ids banned at every step (transformers' suppress_tokens, SuppressTokensLogitsProcessor); sampling and greedy */
+  /** token ids banned at every step (transformers' suppress_tokens, SuppressTokensLogitsProcessor: an id past the vocabulary bans nothing, as its isin mask); sampling and greedy */
   suppressTokens?: readonly number[];
-  /** token ids banned at the first generated step only (transformers' begin_suppress_tokens); sampling and greedy */
+  /** token ids banned at the first generated step only (transformers' begin_suppress_tokens; an id past the vocabulary bans nothing); sampling and greedy */
   beginSuppressTokens?: readonly number[];
   /**
    * token sequences never generated (transformers' bad_words_ids, NoBadWordsLogitsProcessor): a
@@ -115,6 +115,14 @@ export interface GenerateOptions extends SamplingOptions {
    * and greedy
    */
   forcedEosTokenId?: number | readonly number[];
+  /**
+   * [start index, decay factor] (transformers' exponential_decay_length_penalty,
+   * ExponentialDecayLengthPenalty): after `start` generated tokens, each step adds |logit| *
+   * (factor^(generated - start) - 1) to the end-of-generation tokens' logits, after the repetition
+   * penalty (a factor above 1 makes the end likelier step by step, below 1 less likely); sampling
+   * and greedy
+   */
+  exponentialDecayLengthPenalty?: readonly [startIndex: number, decayFactor: number];
   /** speculative decoding: a loaded draft model with the target's vocabulary (temperature > 0: speculative sampling) */
   draftModel?: { readonly languageModel: LanguageModel };
   /** speculative decoding: tokens proposed per round */
@@ -264,7 +272,7 @@ export function usesStrategy(options: GenerateOptions): boolean {
 /** the options of GenerateOptions that are not sampling options (a record, so the compiler names one left out) */
 const GENERATION_OPTIONS: Record<Exclude<keyof GenerateOptions, keyof SamplingOptions>, true> = {
   maxTokens: true, stop: true, addSpecialTokens: true, ignoreEos: true, signal: true, stopTokens: true, normalize: true, logprobs: true, logprobsAfterSampling: true, promptLogprobs: true,
-  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, draftModel: true, draftTokens: true,
+  numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true, suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, exponentialDecayLengthPenalty: true, draftModel: true, draftTokens: true,
   promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true, slot: true,
 };
 

@@ -45,6 +45,12 @@ export interface TokenBans {
   readonly forcedBosTokenId?: number;
   /** the only tokens allowed at the last step maxTokens leaves (ForcedEOSTokenLogitsProcessor: at max_length - 1) */
   readonly forcedEosTokenId?: number | readonly number[];
+  /**
+   * [start index, decay factor]: once more than `start` tokens are generated, the end-of-generation
+   * tokens' logits gain |logit| * (factor^(generated - start) - 1) after the repetition penalty
+   * (ExponentialDecayLengthPenalty, its regulation start the prompt's length + start)
+   */
+  readonly exponentialDecayLengthPenalty?: readonly [startIndex: number, decayFactor: number];
 }
 
 /** whether `history` ends with `seq`'s tokens but its last (a one-token `seq`: always) */
@@ -108,12 +114,13 @@ export class Sequence {
   advance(given: Float32Array): GenerationStep[] {
     if (this.full) return this.finish("length");
     const logits = this.banned(given);
-    if (!this.constraint) return this.accept(this.sampler.sample(logits, this.tokens), logits);
+    const decay = this.decay();
+    if (!this.constraint) return this.accept(this.sampler.sample(logits, this.tokens, decay), logits);
     // the constraint masks `logits` (logprobs then describe the constrained distribution): in full
     // where logprobs are read from them, else greedy's lazy try leaves the row unmasked while the
     // grammar state's mask is not made yet, and a token's logprob depends on what other requests
     // with the grammar made before
-    const token = this.constraint.choose(logits, this.sampler, this.tokens, this.logprobs !== undefined);
+    const token = this.constraint.choose(logits, this.sampler, this.tokens, this.logprobs !== undefined, decay);
     if (token < 0) {
       // nothing may follow: the grammar is complete and generation cannot end with a token (ignoreEos), or no token spells what it needs
       this.finishDetail = this.constraint.complete ? "grammar complete" : "no token continues the grammar";
@@ -164,6 +171,31 @@ export class Sequence {
     for (const [id, bias] of biases) if (id < row.length) row[id] = row[id]! + bias;
     for (const id of ids) if (id < row.length) row[id] = -Infinity;
     return row;
+  }
+
+  /**
+   * ExponentialDecayLengthPenalty at this step, for the sampler to run after its penalties (where
+   * _get_logits_processor puts it: after RepetitionPenaltyLogitsProcessor, which changes the EOS
+   * logit it reads; after the bans and forced rows, before the suppressions, which ban either way).
+   * Computed in float32 as torch does: |logit| * float32(factor^k - 1), added. An end token
+   * already -Infinity (held back by minNewTokens, an n-gram, a forced row) stays so: transformers'
+   * |-inf| * (factor^k - 1) makes it NaN there (greedy then takes it, sampling fails).
+   */
+  private decay(): ((row: Float32Array) => void) | undefined {
+    const penalty = this.bans.exponentialDecayLengthPenalty;
+    if (penalty === undefined) return undefined;
+    const [start, factor] = penalty;
+    const k = this.completionTokens.length - start;
+    if (k <= 0) return undefined;
+    const grow = Math.fround(factor ** k - 1);
+    const ends = this.rules.endIds;
+    return (row) => {
+      for (const id of ends) {
+        const v = row[id];
+        if (v === undefined || v === -Infinity || Number.isNaN(v)) continue;
+        row[id] = v + Math.fround(Math.abs(v) * grow);
+      }
+    };
   }
 
   /**

@@ -21,7 +21,7 @@ const LIST_BAN_KEYS = { suppress_tokens: "suppressTokens", begin_suppress_tokens
 /** the forced tokens tsllm's pipeline honours, each with its option's name (null: none) */
 const FORCED_KEYS = { forced_bos_token_id: "forcedBosTokenId", forced_eos_token_id: "forcedEosTokenId" } as const;
 
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS)];
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS), "exponential_decay_length_penalty"];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -40,7 +40,6 @@ const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what:
   ["force_words_ids", [[]], "constrained beam search"],
   ["constraints", [[]], "constrained beam search"],
   ["forced_decoder_ids", [[]], "forces tokens at given steps"],
-  ["exponential_decay_length_penalty", [], "favours EOS after a length"],
   ["guidance_scale", [1], "classifier-free guidance"],
   ["watermarking_config", [], "watermarks the text"],
   ["stop_strings", [[]], "stops at those strings"],
@@ -163,6 +162,16 @@ function forcedOf(o: Record<string, unknown>, sources: Readonly<Record<string, s
   return forced;
 }
 
+/** exponential_decay_length_penalty ([start index, decay factor], as ExponentialDecayLengthPenalty takes it; null: none) as the pipeline's option */
+function decayOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Pick<ShippedGeneration, "exponentialDecayLengthPenalty"> {
+  const v = o["exponential_decay_length_penalty"];
+  if (v === undefined || v === null) return {};
+  if (!(Array.isArray(v) && v.length === 2 && Number.isSafeInteger(v[0]) && typeof v[1] === "number" && Number.isFinite(v[1]))) {
+    throw new Error(`${sources["exponential_decay_length_penalty"]}: exponential_decay_length_penalty: expected [start index, decay factor] (an integer and a finite number), found ${JSON.stringify(v)?.slice(0, 60)}`);
+  }
+  return { exponentialDecayLengthPenalty: [v[0], v[1]] };
+}
+
 /** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
 function taskOptions(taskPath: string, task: Record<string, unknown>): TextGenerationOptions {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(taskPath, task);
@@ -171,6 +180,7 @@ function taskOptions(taskPath: string, task: Record<string, unknown>): TextGener
     maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
     ...listBansOf(task, Object.fromEntries(Object.keys(LIST_BAN_KEYS).map((k) => [k, taskPath]))),
     ...forcedOf(task, Object.fromEntries(Object.keys(FORCED_KEYS).map((k) => [k, taskPath]))),
+    ...decayOf(task, { exponential_decay_length_penalty: taskPath }),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
@@ -204,7 +214,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const idKeys: Readonly<Record<string, string>> = { ...LIST_BAN_KEYS, ...FORCED_KEYS };
   const idSources = Object.fromEntries(Object.entries(idKeys).filter(([, option]) => option in ids).map(([key, option]) => [option, `${sources[key]}: ${key}`]));
   return {
-    ...bansOf(merged, sources), ...ids, ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
+    ...bansOf(merged, sources), ...ids, ...decayOf(merged, sources), ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),

@@ -36,6 +36,8 @@ export interface TextGenerationOptions {
   readonly forcedBosTokenId?: number | null;
   /** the token (or one of the tokens) generated last, at the last step the budget allows (default: the folder's forced_eos_token_id, else none; null: none, the folder's off) */
   readonly forcedEosTokenId?: number | readonly number[] | null;
+  /** [start index, decay factor]: after that many new tokens, EOS's logit gains |logit| * (factor^(new tokens - start) - 1) each step (default: the folder's exponential_decay_length_penalty, else none) */
+  readonly exponentialDecayLengthPenalty?: readonly [startIndex: number, decayFactor: number];
   readonly seed?: number;
   /** prompt + completion (default true) or the completion alone */
   readonly returnFullText?: boolean;
@@ -50,7 +52,7 @@ export const LIST_BANS = ["suppressTokens", "beginSuppressTokens", "badWordsIds"
 export const FORCED_TOKENS = ["forcedBosTokenId", "forcedEosTokenId"] as const;
 
 /** the bans a folder's no_repeat_ngram_size, min_new_tokens, min_length, LIST_BANS and FORCED_TOKENS set, as written (0 or empty: none) */
-const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, ...FORCED_TOKENS] as const;
+const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, ...FORCED_TOKENS, "exponentialDecayLengthPenalty"] as const;
 
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
 export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
@@ -91,7 +93,8 @@ type TokenIdOption = (typeof LIST_BANS)[number] | (typeof FORCED_TOKENS)[number]
  * engine's check at generation would name the library's option, which the user did not give)
  */
 function checkFolderIds(shipped: ShippedGeneration, tokens: number): void {
-  for (const k of [...LIST_BANS, ...FORCED_TOKENS]) {
+  // (suppress_tokens and begin_suppress_tokens past the vocabulary ban nothing, as transformers' isin mask: checkBannedTokens)
+  for (const k of ["badWordsIds", "sequenceBias", ...FORCED_TOKENS] as const) {
     const v = shipped[k], where = shipped.idSources?.[k];
     if (v === undefined || v === null || where === undefined) continue;
     const ids = k === "sequenceBias" ? (v as readonly (readonly [readonly number[], number])[]).flatMap(([seq]) => seq) : [v].flat(2) as number[];
@@ -184,7 +187,7 @@ function checkBudgets(o: TextGenerationOptions): void {
   for (const k of ["maxNewTokens", "maxLength"] as const) {
     const v = o[k];
     // transformers' GenerationConfig.validate: "max_new_tokens must be greater than 0" (a maxLength of 0 has no room either)
-    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new OptionError(`${k} must be a positive integer, got ${v}`, k);
+    if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new OptionError(`${k} must be a positive integer, got ${shownValue(v)}`, k);
   }
   const p = o.repetitionPenalty;
   // transformers' RepetitionPenaltyLogitsProcessor: "penalty has to be a strictly positive float"; 1 is none
@@ -284,6 +287,8 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ...Object.fromEntries(LIST_BANS.map((k) => [k, o[k] ?? shipped[k]]).filter(([, v]) => v !== undefined && (v as readonly unknown[]).length > 0)),
       // forced_bos_token_id, forced_eos_token_id (ForcedBOS/ForcedEOSTokenLogitsProcessor, after those bans; null turns the folder's off)
       ...Object.fromEntries(FORCED_TOKENS.map((k) => [k, o[k] === undefined ? shipped[k] : o[k]]).filter(([, v]) => v !== undefined && v !== null)),
+      // ExponentialDecayLengthPenalty: the sampler runs it after the repetition penalty, as _get_logits_processor orders them
+      ...((o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty) === undefined ? {} : { exponentialDecayLengthPenalty: o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty }),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
         ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }

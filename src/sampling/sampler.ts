@@ -20,8 +20,11 @@ export interface Sampler {
   /**
    * Picks the next token from a whole-vocabulary logits row; `history` holds the tokens so
    * far (prompt and generated), which the penalties look at. Does not modify `logits`.
+   * `afterPenalties` changes the row (indexed by token id) after the logit bias and the
+   * penalties, before temperature and the filters: where transformers' ExponentialDecayLengthPenalty
+   * stands, after its RepetitionPenaltyLogitsProcessor.
    */
-  sample(logits: Float32Array, history: ArrayLike<number>): number;
+  sample(logits: Float32Array, history: ArrayLike<number>, afterPenalties?: (row: Float32Array) => void): number;
   /**
    * The candidates that survived the last sample() call and the probabilities they were
    * drawn with (after temperature), for logprobs. Greedy sampling leaves one candidate, p = 1.
@@ -65,13 +68,14 @@ export function createSampler(options: SamplingOptions = {}, vocabulary?: Infill
   if (steps.includes("infill") && vocabulary === undefined) throw new OptionError(`samplerOrder: the "infill" step needs the model's vocabulary (createSampler's second argument)`, "samplerOrder");
 
   /** every processor of the chain, leaving the survivors in `c` (greedy: the argmax, p = 1) */
-  function process(logits: Float32Array, history: ArrayLike<number>): void {
+  function process(logits: Float32Array, history: ArrayLike<number>, afterPenalties?: (row: Float32Array) => void): void {
     loadCandidates(c, logits);
     // candidates are in id order here, so c.logits is indexable by token id
     const row = c.logits;
     if (o.logitBias.size > 0) applyLogitBias(row, o.logitBias);
     // a preset always applies the penalties first; a chain where it lists them (only first: see resolveOrder)
     if (preset || steps[0] === "penalties") applyPenalties(row, history, o);
+    afterPenalties?.(row);
     if (greedy && preset) applyTemperature(c, 0);
     else {
       for (const step of steps) {
@@ -84,9 +88,9 @@ export function createSampler(options: SamplingOptions = {}, vocabulary?: Infill
 
   return {
     options: o,
-    sample(logits: Float32Array, history: ArrayLike<number>): number {
+    sample(logits: Float32Array, history: ArrayLike<number>, afterPenalties?: (row: Float32Array) => void): number {
       sampled = false;
-      process(logits, history);
+      process(logits, history, afterPenalties);
       const token = greedy ? c.ids[0]! : drawCandidate(c, rng);
       sampled = true;
       return token;

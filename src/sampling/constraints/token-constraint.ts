@@ -80,20 +80,20 @@ export class TokenConstraint {
    * is applied at once; sampling with a temperature masks first, so the
    * chain's filters see the constrained distribution. `wholeMask` masks first in every case:
    * `logits` are then the constrained distribution whatever the masks made so far (logprobs are
-   * read from them). `logits` is modified.
+   * read from them). `logits` is modified. `afterPenalties` is the sampler's (Sampler.sample).
    */
-  choose(logits: Float32Array, sampler: Sampler, history: ArrayLike<number>, wholeMask = false): number {
+  choose(logits: Float32Array, sampler: Sampler, history: ArrayLike<number>, wholeMask = false, afterPenalties?: (row: Float32Array) => void): number {
     // a mask made already is applied at once: cheaper than a try that fails (a sampler call over the row), about even with one that succeeds
     if (!wholeMask && sampler.options.temperature <= 0 && !this.masks.has(this.state)) {
       for (let k = 0; k < LAZY_TRIES; k++) {
-        const t = sampler.sample(logits, history);
+        const t = sampler.sample(logits, history, afterPenalties);
         if (logits[t] === -Infinity) return -1;
         if (this.allows(t)) return t;
         logits[t] = -Infinity;
       }
     }
     if (!this.mask(logits)) return -1;
-    return sampler.sample(logits, history);
+    return sampler.sample(logits, history, afterPenalties);
   }
 
   /** advances the parse by token `id` (which allows() must accept) */
