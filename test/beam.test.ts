@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
-import { bannedNgramTokens, beamSearch, type BeamSequence } from "../src/generation/beam.js";
+import { bannedNgramTokens, BeamSearch, beamSearch, type BeamSequence } from "../src/generation/beam.js";
 import { loadModel } from "../src/index.js";
 import type { LanguageModel } from "../src/models/model.js";
 import { sharedFile, skipWithoutShared } from "./helpers/shared.js";
@@ -44,7 +44,8 @@ function naiveBeamSearch(model: LanguageModel, prompt: number[], B: number, maxT
     beams.forEach((beam, b) => logProbs([...prompt, ...beam.tokens]).forEach((lp, v) => cands.push({ b, v, s: beam.score + lp })));
     cands.sort((x, y) => y.s - x.s || x.b * V + x.v - (y.b * V + y.v));
     const next: { tokens: number[]; score: number }[] = [];
-    for (let r = 0; r < 2 * B && next.length < B; r++) {
+    // transformers' beams_to_keep: max(2, 1 + end ids) x B candidates
+    for (let r = 0; r < Math.max(2, 1 + endIds.size) * B && next.length < B; r++) {
       const c = cands[r]!;
       if (endIds.has(c.v)) {
         if (r < B) add({ tokens: beams[c.b]!.tokens, sumLogprobs: c.s, score: c.s / (step + 1) ** lengthPenalty, finished: true });
@@ -123,4 +124,21 @@ test("stories260K through generate(): numBeams returns the beams, the best as th
   } finally {
     model.dispose();
   }
+});
+
+/*
+ * transformers' _beam_search keeps the top beams_to_keep = max(2, 1 + number of EOS ids) x num_beams
+ * candidates "so that we have at least num_beams sequences non-finished to continue the live beam
+ * search, in case the top num_beams all select an EOS token". With two end ids and both beams
+ * preferring both of them, the best 2B candidates are all ends: tsllm kept 2B and ended the search
+ * there (step returned undefined); the best 3B hold the two continuations that go on.
+ */
+test("beam search with two end ids keeps max(2, 1 + end ids) x numBeams candidates: the beams go on where the best 2B are all ends", () => {
+  const row = (values: Record<number, number>) => Float32Array.from({ length: 6 }, (_, id) => values[id] ?? -20);
+  const search = new BeamSearch([1], { numBeams: 2, maxTokens: 3, endIds: new Set([4, 5]) }, 6);
+  assert.deepEqual(search.step([row({ 0: 0, 1: -0.5, 4: -10, 5: -10 })]), [{ parent: 0, token: 0 }, { parent: 0, token: 1 }]);
+  const ends = row({ 4: 10, 5: 9.9, 2: 0, 3: -1 });
+  // before: undefined (ended, with the two ends of beam 0 as its hypotheses)
+  assert.deepEqual(search.step([ends, ends]), [{ parent: 0, token: 2 }, { parent: 1, token: 2 }]);
+  assert.equal(search.done, false);
 });

@@ -5,9 +5,11 @@
  * - A beam's score is the sum of the log-probabilities (log-softmax of the raw logits, in
  *   float64; banned n-grams get -Infinity) of its generated tokens.
  * - Each step extends every live beam by every token, ranks the B x vocab candidates by score
- *   (ties: lower beam, then lower token id) and walks the best 2B in order: an end-of-generation
- *   token among the first B closes that hypothesis, any other token continues as a new beam,
- *   until B new beams exist. The first step extends the prompt alone.
+ *   (ties: lower beam, then lower token id) and walks the best max(2, 1 + end ids) x B in order
+ *   (transformers' beams_to_keep: with several end ids, enough that B beams go on even where
+ *   every beam's best tokens are ends): an end-of-generation token among the first B closes that
+ *   hypothesis, any other token continues as a new beam, until B new beams exist. The first step
+ *   extends the prompt alone.
  * - A closed hypothesis is scored sum_logprobs / generatedLength^lengthPenalty, where
  *   generatedLength counts the generated tokens including the end token; at most B are kept
  *   (a better one evicts the worst).
@@ -168,9 +170,9 @@ export class BeamSearch {
     const ngram = this.options.noRepeatNgramSize ?? 0;
     const norm = (sum: number, len: number) => sum / Math.pow(len, this.lengthPenalty);
     const step = this.steps++;
-    // rank every (beam, token) extension; keep the best 2B
+    // rank every (beam, token) extension; keep the best max(2, 1 + end ids) x B (transformers' beams_to_keep)
     const candidates: { beam: number; token: number; score: number }[] = [];
-    const keep = 2 * B;
+    const keep = Math.max(2, 1 + endIds.size) * B;
     this.beams.forEach((beam, bi) => {
       const lp = logSoftmax(logits[bi]!);
       if (ngram > 0) for (const t of bannedNgramTokens([...this.promptTokens, ...beam.tokens], ngram)) lp[t] = -Infinity;
