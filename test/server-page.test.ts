@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
-import type { PageDocument } from "./helpers/page-document.js";
+import type { PageButton, PageDocument } from "./helpers/page-document.js";
 import { startServer } from "../src/server/index.js";
 import { metric, skipNginx, startNginx } from "./helpers/nginx.js";
 import { CHAT_TEMPLATE, serveStories, skipStories, spawnServe, until } from "./helpers/serve.js";
@@ -354,6 +354,229 @@ test("dropping the oldest turns holds only if the retry is answered: a 500, a St
   } finally {
     if (closed) small.model.dispose();
     else await small.close();
+  }
+});
+
+/**
+ * a conversation past a 128-token context (`small`) and "Drop the oldest turns and retry" pressed,
+ * the server slowed down (a quarter second a pass: the test acts well within the retry's 24 tokens)
+ * and the retry made to run them all (ignore_eos: the model's end of text cannot finish it early);
+ * resolves once the retry's reply is streaming: the conversation as
+ * it was before the drop, the message retried, and the undo of the slowing down
+ */
+async function retryStreaming(small: Awaited<ReturnType<typeof serveStories>>, page: Page): Promise<{ whole: string[]; message: string; restore: () => void }> {
+  const sent = await talkPastContext(page);
+  const whole = await page.locator("#messages li .content").allTextContents();
+  await page.route("**/v1/chat/completions", (route) => route.continue({ postData: JSON.stringify({ ...JSON.parse(route.request().postData()!), ignore_eos: true }) }));
+  const restore = slowEngine(250, small.model);
+  await page.click("#trim");
+  await page.waitForFunction(() => (document.querySelector("li.assistant[aria-busy] .content")?.textContent ?? "") !== "");
+  return { whole, message: `Once upon a time, turn ${sent}`, restore };
+}
+
+/** the conversation kept in the tab's sessionStorage, and the message kept in its box */
+const storedChat = (page: Page): Promise<{ history: { content: string }[]; draft: string }> => page.evaluate(() => JSON.parse((globalThis as any).sessionStorage.getItem("tsllm-chat")));
+
+/** the server let the page's stopped request go: a 499 counted, nothing running, every KV block back */
+async function requestFreed(small: Awaited<ReturnType<typeof serveStories>>, disconnects: number): Promise<void> {
+  await until(() => small.model.engine.stats.running === 0, "the engine to drop the left reply");
+  await until(async () => (await metric(small.url, "tsllm_http_requests_total", '{endpoint="/v1/chat/completions",status="499"}')) === disconnects, "the server to count the disconnect");
+  assert.equal(await metric(small.url, "tsllm_kv_blocks_used"), 0);
+}
+
+test("Stop while the dropped-turns retry streams: the server frees the request, the whole conversation comes back (page and tab storage), the message in the box before the next one typed meanwhile", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  try {
+    const { page, errors } = await openPage(small.url);
+    const { whole, message, restore } = await retryStreaming(small, page);
+    try {
+      // the next message, typed while the retry streams: a reload now would keep both. (Few round
+      // trips to the page: the slowed engine holds this process's event loop, the test's too.)
+      await page.fill("#input", "And then?");
+      const draft = await page.evaluate(() => {
+        const kept = JSON.parse((globalThis as any).sessionStorage.getItem("tsllm-chat")).draft;
+        (document.getElementById("stop") as unknown as PageButton).click();
+        return kept;
+      });
+      assert.equal(draft, `${message}\n\nAnd then?`);
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+    } finally {
+      restore();
+    }
+    await requestFreed(small, 1);
+    assert.deepEqual(await page.locator("#messages li .content").allTextContents(), whole);
+    assert.deepEqual((await storedChat(page)).history.map((m) => m.content), whole);
+    assert.equal(await page.inputValue("#input"), `${message}\n\nAnd then?`);
+    assert.equal((await storedChat(page)).draft, `${message}\n\nAnd then?`);
+    assert.equal(await page.textContent("#note"), "Stopped: the dropped turns are back");
+    assert.equal(await page.isVisible("#trim"), true);
+    assert.deepEqual(errors.filter((e) => !/status of 400/.test(e)), []);
+    await page.close();
+  } finally {
+    await small.close();
+  }
+});
+
+test("New chat while the dropped-turns retry streams or waits for its answer, or while a message waits for its: the new chat stays empty (no reply, no message in the box, nothing stored from the old one), the server frees the request", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  try {
+    const { page, errors } = await openPage(small.url);
+    const bodies = chatBodies(page);
+    const { restore } = await retryStreaming(small, page);
+    try {
+      await page.click("#clear");
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+    } finally {
+      restore();
+    }
+    await requestFreed(small, 1);
+    const empty = async (when: string) => {
+      assert.equal(await count(page, "#messages li"), 0, `${when}: the page`);
+      const kept = await storedChat(page);
+      assert.deepEqual(kept.history, [], `${when}: the tab's storage`);
+      assert.equal(kept.draft, "", `${when}: the stored message`);
+      assert.equal(await page.inputValue("#input"), "", `${when}: the message box`);
+      assert.equal(await page.textContent("#note"), "");
+      assert.equal(await page.isVisible("#trim"), false);
+    };
+    await empty("streaming");
+    await page.reload();
+    await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    await empty("streaming, after a reload");
+
+    // the request held before its answer, New chat then: the retry's, and a message's sent plainly
+    await page.unroute("**/v1/chat/completions");
+    await talkPastContext(page);
+    const newChatWhileHeld = async (act: () => Promise<void>, when: string) => {
+      let held!: () => void;
+      const waiting = new Promise<void>((r) => (held = r));
+      const givenUp = new Promise((r) => page.once("requestfailed", r));
+      await page.route("**/v1/chat/completions", async (route) => {
+        held();
+        await givenUp;
+        await route.abort().catch(() => {});
+      });
+      await act();
+      await waiting;
+      await page.click("#clear");
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+      await empty(when);
+      await page.unroute("**/v1/chat/completions");
+    };
+    await newChatWhileHeld(() => page.click("#trim"), "the retry waiting");
+    await newChatWhileHeld(async () => {
+      await page.fill("#input", "a message for the old chat");
+      await page.press("#input", "Enter");
+    }, "a message waiting");
+
+    // the next message is the new conversation's first
+    await page.fill("#max-tokens", "3");
+    await page.fill("#input", "a new story");
+    await page.press("#input", "Enter");
+    await page.waitForSelector("li.assistant .stats");
+    assert.deepEqual(bodies.at(-1).messages, [{ role: "system", content: "Tell a story." }, { role: "user", content: "a new story" }]);
+    assert.equal(await count(page, "#messages li"), 2);
+    assert.deepEqual(errors.filter((e) => !/status of 400/.test(e)), []);
+    await page.close();
+  } finally {
+    await small.close();
+  }
+});
+
+test("a reload while the dropped-turns retry streams: the whole conversation back with the message in the box, the server frees the request; Edit cannot act meanwhile", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  try {
+    const { page, errors } = await openPage(small.url);
+    const { whole, message, restore } = await retryStreaming(small, page);
+    try {
+      // Edit and Regenerate are out of reach while a reply streams: hidden, and a click does nothing
+      assert.equal(await page.locator("li.user button.edit").first().isVisible(), false);
+      await page.locator("li.user button.edit").first().dispatchEvent("click");
+      assert.equal(await page.inputValue("#input"), "");
+      await page.reload();
+      await page.waitForFunction(() => document.getElementById("model-info")!.textContent!.includes("stories260K"));
+    } finally {
+      restore();
+    }
+    await requestFreed(small, 1);
+    assert.deepEqual(await page.locator("#messages li .content").allTextContents(), whole);
+    assert.deepEqual((await storedChat(page)).history.map((m) => m.content), whole);
+    assert.equal(await page.inputValue("#input"), message);
+    assert.deepEqual(errors.filter((e) => !/status of 400/.test(e)), []);
+    await page.close();
+  } finally {
+    await small.close();
+  }
+});
+
+test("keyboard only: Tab reaches the controls in order, Shift+Enter makes a new line, Enter sends, Escape stops a reply (the server frees it); the dropped-turns retry's button pressed by key leaves the focus in the message box, and Escape stops that retry too", { skip }, async () => {
+  const small = await serveStories({ contextSize: 128 });
+  try {
+    const { page, errors } = await openPage(small.url);
+    const bodies = chatBodies(page);
+    const focused = (): Promise<string> => page.evaluate("document.activeElement.id || document.activeElement.tagName.toLowerCase()");
+    const order: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      await page.keyboard.press("Tab");
+      order.push(await focused());
+    }
+    // (Stop is disabled while nothing streams: no tab stop)
+    assert.deepEqual(order, ["system", "temperature", "max-tokens", "summary", "api-key", "clear", "input", "send"]);
+    await page.keyboard.press("Shift+Tab");
+    await page.keyboard.type("Once upon");
+    await page.keyboard.press("Shift+Enter");
+    await page.keyboard.type("a time");
+    assert.equal(await page.inputValue("#input"), "Once upon\na time");
+    await page.fill("#max-tokens", "100");
+    await page.focus("#input");
+    await page.route("**/v1/chat/completions", (route) => route.continue({ postData: JSON.stringify({ ...JSON.parse(route.request().postData()!), ignore_eos: true }) }));
+    const restore = slowEngine(30, small.model);
+    try {
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(() => (document.querySelector("li.assistant[aria-busy] .content")?.textContent ?? "") !== "");
+      assert.deepEqual(bodies.at(-1).messages.at(-1), { role: "user", content: "Once upon\na time" });
+      // from the message box, Tab reaches Stop (Send is disabled)
+      await page.keyboard.press("Tab");
+      assert.equal(await focused(), "stop");
+      await page.keyboard.press("Shift+Tab");
+      await page.keyboard.press("Escape");
+      await page.waitForSelector("li.assistant .stats");
+    } finally {
+      restore();
+    }
+    assert.match((await page.textContent("li.assistant .stats"))!, /^stopped · /);
+    await requestFreed(small, 1);
+    assert.equal(await focused(), "input");
+    await page.unroute("**/v1/chat/completions");
+    await page.click("#clear");
+
+    // the conversation outgrows the context; the retry's button is reached from the box by Tab
+    const sent = await talkPastContext(page);
+    const whole = await page.locator("#messages li .content").allTextContents();
+    await page.focus("#input");
+    await page.keyboard.press("Tab");
+    await page.keyboard.press("Tab");
+    assert.equal(await focused(), "trim");
+    await page.route("**/v1/chat/completions", (route) => route.continue({ postData: JSON.stringify({ ...JSON.parse(route.request().postData()!), ignore_eos: true }) }));
+    const undo = slowEngine(250, small.model);
+    try {
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(() => (document.querySelector("li.assistant[aria-busy] .content")?.textContent ?? "") !== "");
+      assert.equal(await focused(), "input");
+      await page.keyboard.press("Escape");
+      await page.waitForFunction(() => !(document.getElementById("send") as unknown as { disabled: boolean }).disabled);
+    } finally {
+      undo();
+    }
+    await requestFreed(small, 2);
+    assert.deepEqual(await page.locator("#messages li .content").allTextContents(), whole);
+    assert.equal(await page.inputValue("#input"), `Once upon a time, turn ${sent}`);
+    assert.equal(await page.textContent("#note"), "Stopped: the dropped turns are back");
+    assert.equal(await focused(), "input");
+    assert.deepEqual(errors.filter((e) => !/status of 400/.test(e)), []);
+    await page.close();
+  } finally {
+    await small.close();
   }
 });
 

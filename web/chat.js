@@ -43,8 +43,14 @@ function save(messages = history) {
   // (a New chat or an edit during a retry replaced `history`: that one is kept, not the old whole)
   const whole = retrying?.trimmed === history ? retrying : null;
   try {
-    sessionStorage.setItem(STORED, JSON.stringify({ history: whole ? whole.before : messages, session, system: $("system").value, draft: whole ? whole.text : $("input").value }));
+    sessionStorage.setItem(STORED, JSON.stringify({ history: whole ? whole.before : messages, session, system: $("system").value, draft: whole ? withTyped(whole.text) : $("input").value }));
   } catch {} // storage full or disabled: the conversation just does not outlive the page
+}
+
+/** a message being retried and what was typed in the box meanwhile, one after the other: either alone in the box would lose the other */
+function withTyped(text) {
+  const typed = $("input").value.trim();
+  return typed ? `${text}\n\n${typed}` : text;
 }
 
 function restore() {
@@ -344,7 +350,7 @@ async function send(text) {
   $("trim").hidden = true;
   const params = sampling();
   if (!params) {
-    if ($("input").value === "") $("input").value = text;
+    if (!retrying && $("input").value === "") $("input").value = text;
     return "error";
   }
   const turns = history;
@@ -464,10 +470,12 @@ async function send(text) {
   }
   if (error) $("error").textContent = error;
   if (reply === "" && reasoning === "" && (error || finish === "stopped")) {
-    // nothing came back: the turn is taken back and its text returns to the input, to send again
+    // nothing came back: the turn is taken back and its text returns to the input, to send again;
+    // not after a New chat meanwhile: the message was the conversation's that was left (and a
+    // retry of dropped turns gives it back itself, once it gives up)
     userLi.remove();
     li.remove();
-    if ($("input").value === "") $("input").value = text;
+    if (turns === history && !retrying && $("input").value === "") $("input").value = text;
     save();
     if (code !== "context_length_exceeded" || turns !== history) return finish;
     // the conversation outgrew the context: the page offers to drop its oldest turns
@@ -502,6 +510,11 @@ async function trimAndRetry() {
   if (!text || controller) return;
   const before = history;
   retrying = { before, text, trimmed: null };
+  // emptied once: what is typed there while the retry runs is the user's next message, kept
+  $("input").value = "";
+  // the button hides while the retry runs: the focus goes to the message box (Tab from there
+  // reaches Stop), not to the page's start
+  $("input").focus();
   let dropped = 0, ended;
   try {
     do {
@@ -510,7 +523,6 @@ async function trimAndRetry() {
       history = retrying.trimmed = history.slice(n);
       dropped += n;
       renderAll();
-      $("input").value = "";
       save();
       ended = await send(text);
       // a New chat or an edit meanwhile: that conversation is the page's now
@@ -527,7 +539,7 @@ async function trimAndRetry() {
   // the error line (or the refusal, when the message alone does not fit) stays said
   history = before;
   renderAll();
-  $("input").value = text;
+  $("input").value = withTyped(text);
   save();
   // offered again after a failure or a stop; not when the message alone does not fit
   $("trim").hidden = ended === "refused";
@@ -553,6 +565,14 @@ $("input").addEventListener("keydown", (e) => {
   }
 });
 $("stop").addEventListener("click", () => controller?.abort());
+// Escape stops a reply, wherever the focus is (as the Stop button's title says); not one that
+// cancels an input method's composition
+addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && controller && !e.isComposing) {
+    e.preventDefault();
+    controller.abort();
+  }
+});
 $("clear").addEventListener("click", () => {
   controller?.abort();
   history = [];
