@@ -4,11 +4,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, test } from "node:test";
-import { convertHFToGGUF, embed, loadEmbeddingModel } from "../src/index.js";
+import { convertHFToGGUF, embed, loadEmbeddingModel, startServer } from "../src/index.js";
 import { readGGUFHeader } from "../src/formats/gguf-reader.js";
 import { GGMLType } from "../src/tensor/dtypes.js";
 import { writeRandomBertFolder } from "../src/testing/random-bert.js";
 import { disposeSharedLlama, sharedLlama } from "./helpers/llama-cpp-oracle.js";
+import { post } from "./helpers/serve.js";
 import { PROJECT_ROOT, SHARED, skipWithoutShared } from "./helpers/shared.js";
 
 /*
@@ -92,7 +93,7 @@ function llamaCppNormalized(v: readonly number[], p: number): number[] {
   return v.map((x) => x * (sum > 0 ? 1 / sum : 0));
 }
 
-test("tsllm embed on a GGUF BERT prints llama-embedding's vectors: L2-normalized by default, --embd-normalize -1 / 0 / 1 / 3 as its own", { skip }, async (t) => {
+test("tsllm embed on a GGUF BERT prints llama-embedding's vectors: L2-normalized by default, --embd-normalize -1 / 0 / 1 / 3 as its own; tsllm serve's as llama-server's", { skip }, async (t) => {
   const folder = join(dir, "bert-cli");
   await writeRandomBertFolder(folder, { hidden: 64, layers: 2, heads: 4, ffn: 128, vocab: 30522, seed: 17, std: 0.08 }, `${SHARED}/hf-oracle/bert-uncased-sst`);
   const gguf = join(dir, "bert-cli.gguf");
@@ -130,6 +131,21 @@ test("tsllm embed on a GGUF BERT prints llama-embedding's vectors: L2-normalized
   within(cli("--embd-normalize", "0"), 0);
   within(cli("--embd-normalize", "1"), 1);
   within(cli("--embd-normalize", "3"), 3);
+  // tsllm serve on the GGUF: /v1/embeddings and /embedding normalized as llama-server's (embd_normalize 2 unless sent)
+  const served = await loadEmbeddingModel(gguf, { threads: 1 });
+  const server = await startServer(served, { port: 0 });
+  try {
+    const v1 = await post(`${server.url}/v1/embeddings`, { input: texts });
+    assert.equal(v1.status, 200, JSON.stringify(v1.json));
+    within(v1.json.data.map((d: { embedding: number[] }) => d.embedding), 2);
+    const llama = await post(`${server.url}/embedding`, { content: texts[0] });
+    within([llama.json[0].embedding[0]], 2);
+    const rawServed = await post(`${server.url}/v1/embeddings`, { input: texts, embd_normalize: -1 });
+    within(rawServed.json.data.map((d: { embedding: number[] }) => d.embedding), -1);
+  } finally {
+    await server.close(1000);
+    served.dispose();
+  }
   const refused = spawnSync(process.execPath, ["--import", "tsx", resolve(PROJECT_ROOT, "src/cli/main.ts"), "embed", "--model", gguf, "--input", "x", "--no-normalize", "--embd-normalize", "2"], { cwd: PROJECT_ROOT, encoding: "utf8" });
   assert.equal(refused.status, 2, refused.stderr);
   assert.match(refused.stderr, /--embd-normalize and --no-normalize both say how to normalize: give one/);
