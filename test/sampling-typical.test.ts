@@ -76,3 +76,26 @@ test("typicalP option is validated", () => {
   assert.throws(() => createSampler({ typicalP: 1.5 }), /typicalP = 1.5: expected a number in \[0, 1\]/);
   assert.equal(createSampler({}).options.typicalP, 1);
 });
+
+/*
+ * samplerOrder "transformers" runs transformers' TypicalLogitsWarper (logits_process.py): sorted by
+ * |-log p - H|, last_ind = the count of running masses below p, and every token whose score is not
+ * above last_ind's stays (the ties of the boundary with it). llama.cpp's prefix whose mass exceeds p
+ * cut the ties: a uniform row kept 3 of 5 at p = 0.5 where transformers keeps all 5.
+ */
+test("typical-p in the transformers order keeps the mass reaching p and the ties of its last score, as TypicalLogitsWarper", () => {
+  const kept = (logits: number[], p: number) => {
+    const s = createSampler({ temperature: 1, topK: 0, topP: 1, minP: 0, typicalP: p, samplerOrder: "transformers", seed: 1 });
+    return [...s.distribution(new Float32Array(logits), []).ids].sort((a, b) => a - b);
+  };
+  // uniform: every score 0, one tie (before: [0, 1, 2])
+  assert.deepEqual(kept([2, 2, 2, 2, 2], 0.5), [0, 1, 2, 3, 4]);
+  // p = (0.4, 0.3, 0.3): the two 0.3 tokens are the most typical and tie; 0.3 reaches 0.2 at the first (before: [1])
+  assert.deepEqual(kept([Math.log(0.4), Math.log(0.3), Math.log(0.3)], 0.2), [1, 2]);
+  // without ties both rules agree: (1/2, 1/4, 1/8, 1/8) in typicality order 1, 0, then the tied 2 and 3
+  assert.deepEqual(kept([...LOGITS], 0.5), [0, 1]);
+  assert.deepEqual(kept([...LOGITS], 0.8), [0, 1, 2, 3]);
+  // the llama.cpp order keeps its own rule
+  const llama = createSampler({ temperature: 1, topK: 0, topP: 1, minP: 0, typicalP: 0.5, seed: 1 });
+  assert.equal(llama.distribution(new Float32Array([2, 2, 2, 2, 2]), []).ids.length, 3);
+});

@@ -105,8 +105,10 @@ let typicalScore = new Float64Array(0);
  * and ties in |-ln p - H| keep the best-first order (llama.cpp's std::sort leaves them
  * unspecified). llama.cpp's common defaults pass min_keep = 0, which its unsigned
  * `i >= min_keep - 1` wraps to "never cut"; here minKeep <= 1 both mean "at least one".
+ * `transformersRule`: transformers' TypicalLogitsWarper instead, which keeps the prefix whose
+ * mass reaches p (>=, not >) and every token whose score ties the last kept one's.
  */
-export function typicalP(c: Candidates, p: number, minKeep = 1): void {
+export function typicalP(c: Candidates, p: number, minKeep = 1, transformersRule = false): void {
   if (p >= 1 || c.size === 0) return;
   sortCandidates(c);
   softmaxCandidates(c);
@@ -133,11 +135,14 @@ export function typicalP(c: Candidates, p: number, minKeep = 1): void {
   let cum = 0;
   for (let i = 0; i < n; i++) {
     cum += probs[order[i]!]!;
-    if (cum > p && i + 1 >= minKeep) {
+    // transformers' TypicalLogitsWarper: the first index whose running mass reaches p (last_ind = count of cum < mass)
+    if ((transformersRule ? cum >= p : cum > p) && i + 1 >= minKeep) {
       keep = i + 1;
       break;
     }
   }
+  // ... and it removes only the scores above that index's: the tokens tied with it stay
+  if (transformersRule) while (keep < n && score[order[keep]!] === score[order[keep - 1]!]) keep++;
   // gather the survivors in typicality order; sources are read before the in-place overwrite
   const keptIds = new Int32Array(keep);
   const keptLogits = new Float32Array(keep);

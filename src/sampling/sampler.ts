@@ -46,7 +46,8 @@ const STEPS: Record<Exclude<SamplerStep, "penalties" | "infill">, (c: Candidates
   topK: (c, o) => topK(c, o.topK, o.samplerOrder === "transformers"),
   topP: (c, o) => topP(c, o.topP, o.minKeep),
   minP: (c, o) => minP(c, o.minP, o.minKeep),
-  typicalP: (c, o) => typicalP(c, o.typicalP, o.minKeep),
+  // transformers' TypicalLogitsWarper keeps the mass reaching p and the ties of its last score; llama.cpp the prefix exceeding p
+  typicalP: (c, o) => typicalP(c, o.typicalP, o.minKeep, o.samplerOrder === "transformers"),
 };
 
 /**
