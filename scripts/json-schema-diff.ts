@@ -356,6 +356,8 @@ export function randomWalk(m: GrammarMatcher, rng: Rng, maxLength = 400): string
 // --- completeness: random instances ---
 
 function resolve(root: Schema, ref: string): Schema {
+  // ("#" is the root itself: no key to follow)
+  if (ref === "#") return root;
   let t: unknown = root;
   for (const k of ref.slice(2).split("/")) t = (t as Schema)[k];
   return t as Schema;

@@ -569,6 +569,10 @@ test("a $ref cycle with no way to end is refused naming the $ref's schema path, 
   }
   // with a way to end (the recursion optional, or behind an anyOf with null) it compiles
   agreesWithAjv({ type: "object", properties: { a: { $ref: "#" } } }, ["{}", '{"a":{}}', '{"a":{"a":{}}}', '{"a":1}']);
+  // the judge's random instances follow "#" to the root (they threw a TypeError, reading "" as a key)
+  const root = checkSchema({ type: ["object", "null"], properties: { next: { $ref: "#" } }, additionalProperties: false }, new Rng(3), makeAjv(), 20, 20);
+  assert.deepEqual(root.findings, []);
+  assert.ok(root.instances > 0 && root.walks > 0);
   agreesWithAjv({ $defs: { n: { type: "object", properties: { next: { anyOf: [{ type: "null" }, { $ref: "#/$defs/n" }] } }, required: ["next"] } }, $ref: "#/$defs/n" }, ['{"next":null}', '{"next":{"next":null}}', "{}"]);
 });
 
@@ -974,7 +978,7 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
   assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 1.5 }), /^GrammarError: #\/minProperties: expected a non-negative integer, got 1.5$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", minProperties: 2, maxProperties: 1 }), /^GrammarError: #\/maxProperties: 1 is below minProperties 2$/);
   assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: {}, b: {} }, required: ["a", "b"], maxProperties: 1 }), /^GrammarError: #\/maxProperties: no object of at most 1 keys can be written with these properties and no other key \(additionalProperties unset, which beside properties takes none here\)$/);
-  assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key: two other keys must differ \(a key written twice is one property to a validator\), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them, or lower minProperties to 1$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", additionalProperties: { type: "integer" }, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key: two other keys must differ \(a key written twice is one property to a validator\), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them or a pattern of at most 64 strings, or lower minProperties to 1$/);
   // minProperties 0 and no maximum: a key after one written takes its comma, the first none (the
   // count of keys written was capped at 0, and a first optional key took a comma: found by
   // scripts/fuzz-json-schema.ts)
@@ -983,6 +987,63 @@ test("minProperties / maxProperties: the grammar admits exactly the objects ajv 
   assert.equal(accepts(parseGbnf(jsonSchemaToGbnf(zero)), '{,"a":1,"b":2}'), false);
   // a keyword of objects only: a schema without type that has one is an object schema
   agreesWithAjv({ properties: { a: {} }, minProperties: 1 }, ["{}", '{"a":1}']);
+});
+
+/**
+ * Every object of up to `most` different keys of `names` (values from `values`), in every order:
+ * each one the schema's grammar takes ajv validates, and each one ajv validates whose keys are in
+ * `order` (the grammar's: named properties, then the keys of a finite pattern, sorted; keys not in
+ * it after those) and that needs no two keys outside `order` the grammar takes. The count ajv validates.
+ */
+function holdKeysToAjv(schema: JsonSchema, names: readonly string[], values: readonly string[], order: readonly string[], most = 3): number {
+  const g = parseGbnf(jsonSchemaToGbnf(schema));
+  const validate = newAjv2020().compile(schema as object);
+  const rank = (k: string) => (order.includes(k) ? order.indexOf(k) : order.length);
+  let valid = 0;
+  const visit = (keys: string[]) => {
+    const texts = keys.reduce<string[]>((acc, k) => acc.flatMap((t) => values.map((v) => `${t}${t === "" ? "" : ","}${JSON.stringify(k)}:${v}`)), [""]);
+    for (const body of texts) {
+      const t = `{${body}}`;
+      const ok = validate(JSON.parse(t));
+      if (ok) valid++;
+      if (accepts(g, t)) assert.ok(ok, `${JSON.stringify(schema)} ${t}: taken, but ajv refuses it`);
+      else if (ok && keys.every((k, i) => i === 0 || rank(keys[i - 1]!) < rank(k)) && keys.filter((k) => !order.includes(k)).length <= 1) assert.fail(`${JSON.stringify(schema)} ${t}: refused, but ajv validates it`);
+    }
+    if (keys.length < most) for (const k of names) if (!keys.includes(k)) visit([...keys, k]);
+  };
+  visit([]);
+  return valid;
+}
+
+test("propertyNames or patternProperties of a pattern with finitely many strings (at most 64): its keys written out as optional properties, each once, so minProperties / maxProperties count them exactly; was refused (the count needed two other keys, or propertyNames admitted a property's name), judged both ways against ajv over every object of up to three keys", () => {
+  const cases: [JsonSchema, string[], string[], string[]][] = [
+    // (refused before: two keys of any string could be one key written twice)
+    [{ type: "object", propertyNames: { pattern: "^(a|b|c)$" }, additionalProperties: { type: "integer" }, minProperties: 2 }, ["a", "b", "c", "d", "ab"], ["1", '"s"'], ["a", "b", "c"]],
+    [{ type: "object", propertyNames: { pattern: "^[xy][0-9]$" }, minProperties: 2, maxProperties: 3 }, ["x1", "y0", "x", "z1", "y9"], ["1", "null"], ["x1", "y0", "y9"]],
+    // (refused before: another key could repeat "ab", its value escaping the property's schema)
+    [{ type: "object", properties: { ab: { type: "string" } }, propertyNames: { pattern: "^a[bc]$" }, additionalProperties: { type: "integer" } }, ["ab", "ac", "ad", "a"], ["1", '"s"'], ["ab", "ac"]],
+    // a finite pattern beside an open one; two patterns on one key take both schemas
+    [{ type: "object", patternProperties: { "^(a|b)$": { type: "integer" }, "^x-": { type: "string" } }, additionalProperties: false, minProperties: 2 }, ["a", "b", "x-1", "c"], ["1", '"s"'], ["a", "b"]],
+    [{ type: "object", patternProperties: { "^[ab]$": { type: "integer" }, "^a$": { minimum: 3 } }, additionalProperties: { type: "string" }, minProperties: 2 }, ["a", "b", "c"], ["1", "5", '"s"'], ["a", "b"]],
+    [{ type: "object", required: ["b"], patternProperties: { "^[abc]$": { type: "integer" } }, additionalProperties: false, maxProperties: 2 }, ["a", "b", "c", "d"], ["1", '"s"'], ["a", "b", "c"]],
+    // keywords beside the pattern in propertyNames filter its strings
+    [{ type: "object", propertyNames: { pattern: "^(a|bb|ccc)$", maxLength: 2 }, additionalProperties: { type: "integer" }, minProperties: 2 }, ["a", "bb", "ccc"], ["1", "2", '"s"'], ["a", "bb"]],
+  ];
+  const ajv = makeAjv();
+  for (const [schema, names, values, order] of cases) {
+    const valid = holdKeysToAjv(schema, names, values, order);
+    assert.ok(valid >= 3, `${JSON.stringify(schema)}: ${valid} valid texts`);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(5), ajv, 30, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+    assert.ok(r.walks > 0, JSON.stringify(schema));
+  }
+  // a key of a finite pattern is written once: a second "a" (one key to a validator, the value the last) is not taken
+  const once = parseGbnf(jsonSchemaToGbnf({ type: "object", patternProperties: { "^(a|b)$": { type: "integer" } }, additionalProperties: false }));
+  assert.equal(accepts(once, '{"a":1,"b":2}'), true);
+  assert.equal(accepts(once, '{"a":1,"a":2}'), false);
+  // infinitely many strings, or more than 64: as before, refused where the count or a property needs them apart
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", propertyNames: { pattern: "^[a-z]{2}$" }, additionalProperties: true, minProperties: 2 }), /^GrammarError: #\/minProperties: no object of at least 2 keys can be written with the 0 named properties and one other key: .* give propertyNames an enum of them or a pattern of at most 64 strings, or lower minProperties to 1$/);
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { ab: {} }, propertyNames: { pattern: "^a[a-z]+$" }, additionalProperties: true }), /^GrammarError: #\/propertyNames: admits the property name "ab", which another key of its strings could repeat \(its value escaping the property's schema\): not supported beside properties it admits, unless it is a finite set of names \(enum, const, or a pattern of at most 64 strings\)$/);
 });
 
 /**
@@ -1224,9 +1285,31 @@ test("dependentRequired: where a key is present so are the keys it names (before
     [{ type: "object", properties: { a: {} }, dependentRequired: { a: ["z"] }, additionalProperties: true }, /^GrammarError: #\/dependentRequired\/a: "z" is no property here, and other keys may be written \(it could be one\): not supported$/],
     [{ type: "object", properties: { a: {} }, required: ["a"], dependentRequired: { a: ["z"] } }, /^GrammarError: #\/dependentRequired\/a: "a" is required, but needs "z", which no object here has$/],
     [{ type: "object", properties: { a: {} }, dependentRequired: { a: "b" } }, /^GrammarError: #\/dependentRequired\/a: expected a list of property names, got "b"$/],
-    [{ type: "object", properties: { a: {} }, dependentRequired: { a: [] }, minProperties: 1 }, /^GrammarError: #\/dependentRequired: not supported beside minProperties \/ maxProperties$/],
   ];
   for (const [schema, message] of faults) assert.throws(() => jsonSchemaToGbnf(schema), message, JSON.stringify(schema));
+});
+
+test("dependentRequired beside minProperties / maxProperties: the keys it makes present counted with the others, exactly as ajv validates every object of up to four properties and one other key (was refused as not supported beside them)", () => {
+  const texts: string[] = [];
+  for (let mask = 0; mask < 32; mask++) {
+    const keys = ["a", "b", "c", "d", "x"].filter((_, i) => mask & (1 << i));
+    for (const v of ["1", '"s"']) texts.push(`{${keys.map((k) => `"${k}":${v}`).join(",")}}`);
+  }
+  const props = { a: {}, b: {}, c: {}, d: {} };
+  const ajv = makeAjv();
+  for (const schema of [
+    { type: "object", properties: props, dependentRequired: { a: [] }, additionalProperties: false, minProperties: 1 },
+    { type: "object", properties: props, dependentRequired: { a: ["c"] }, additionalProperties: false, minProperties: 2 },
+    { type: "object", properties: props, dependentRequired: { a: ["b", "d"] }, additionalProperties: false, maxProperties: 2 },
+    { type: "object", properties: props, dependentRequired: { d: ["a"] }, additionalProperties: false, minProperties: 2, maxProperties: 3 },
+    { type: "object", properties: props, required: ["b"], dependentRequired: { c: ["a"] }, additionalProperties: { type: "integer" }, minProperties: 2, maxProperties: 3 },
+    { type: "object", properties: props, dependentRequired: { c: ["a"] }, additionalProperties: true, maxProperties: 1 },
+  ] as JsonSchema[]) {
+    agreesWithAjv(schema, texts);
+    const r = checkSchema(schema as Record<string, unknown>, new Rng(9), ajv, 30, 0);
+    assert.deepEqual(r.findings.map((f) => `${f.text} ${f.detail}`), [], JSON.stringify(schema));
+  }
+  assert.throws(() => jsonSchemaToGbnf({ type: "object", properties: { a: {}, b: {} }, required: ["a"], dependentRequired: { a: ["b"] }, additionalProperties: false, maxProperties: 1 }), /^GrammarError: #\/dependentRequired: no object satisfies it beside required and maxProperties 1$/);
 });
 
 test("not: {} (zod's z.never() / z.undefined()) leaves a property out, closes other keys and elements; not of a type, const or enum leaves those out, exactly as ajv validates (was refused as an unknown keyword)", () => {

@@ -4,7 +4,7 @@ import { GrammarMatcher } from "./matcher.js";
 import { decimalRangeRegex } from "./decimal-range.js";
 import { integerRangeRegex } from "./int-range.js";
 import { commonMultiple } from "./multiple-of.js";
-import { checkPattern, regexLengthGbnf, regexToGbnf, wholeMatch } from "./regex.js";
+import { checkPattern, finiteStrings, regexLengthGbnf, regexToGbnf, wholeMatch } from "./regex.js";
 import { stringLanguageGbnf, type StringTest } from "./string-language.js";
 import { admitsNothing, conditionalBranches, emptyAt, type Part } from "./conditional.js";
 
@@ -546,6 +546,48 @@ function integerBoundsOrEmpty(s: Record<string, unknown>, path: string): { lo: n
  * 4 keys nested ten deep took 16 seconds to reach the rule cap)
  */
 const MAX_ALTERNATIVES = 256;
+
+/** an object schema's minProperties (0 where unset) and maxProperties, each a non-negative integer, max not below min */
+function propertyCounts(s: Record<string, unknown>, path: string): { min: number; max: number | undefined } {
+  const bound = (k: string): number | undefined => {
+    const v = s[k];
+    if (v === undefined) return undefined;
+    if (!Number.isInteger(v) || (v as number) < 0) throw new GrammarError(`${path}/${k}: expected a non-negative integer, got ${JSON.stringify(v)}`);
+    return v as number;
+  };
+  const min = bound("minProperties") ?? 0, max = bound("maxProperties");
+  if (max !== undefined && max < min) throw new GrammarError(`${path}/maxProperties: ${max} is below minProperties ${min}`);
+  return { min, max };
+}
+
+/**
+ * the most keys written so far that a rule of an object's key list tells apart: past maxProperties
+ * (or minProperties where there is no maximum, or the keys there are) every count is the same; at
+ * least 1, as a state past it must still know a key was written, for the commas
+ */
+const countCap = (min: number, max: number | undefined, keys: number): number => Math.max(1, Math.min(max ?? min, keys + 1));
+
+/**
+ * Other keys after an object's named ones, `c` keys written before them: at least what min still
+ * needs, at most what max leaves (alternatives; none where no count fits). At most one is needed:
+ * two keys of any string could be one key written twice, which a validator counts once.
+ */
+function otherKeys(c: number, min: number, max: number | undefined, extra: string | undefined): string[] {
+  const lo = Math.max(0, min - c), hi = max === undefined ? undefined : max - c;
+  const alts: string[] = [];
+  if (lo === 0) alts.push('""');
+  if (extra !== undefined && lo <= 1 && (hi === undefined || hi >= 1)) {
+    const more = hi === undefined ? `("," space ${extra})*` : hi > 1 ? `("," space ${extra}){0,${hi - 1}}` : "";
+    alts.push(`${c > 0 ? `"," space ` : ""}${extra}${more ? ` ${more}` : ""}`);
+  }
+  return alts;
+}
+
+/**
+ * the most keys a pattern of finitely many (propertyNames', patternProperties') is written out to,
+ * each an optional property (with minProperties / maxProperties, a rule per key and count)
+ */
+const MAX_NAMED_KEYS = 64;
 
 /** the most different schemas of patternProperties' patterns (each set of them is written apart: 2^n - 1) */
 const MAX_PATTERN_SCHEMAS = 4;
@@ -1956,7 +1998,19 @@ class Converter {
     // a property of a schema no value satisfies ({"not": {}}) is one of schema false: not present
     const written = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, never(v) ? false : v]));
     const required = new Set(Array.isArray(s["required"]) ? (s["required"] as unknown[]).map(String) : []);
-    const patterns = this.patterns(s, path, depth, [...new Set([...Object.keys(written), ...required])]);
+    // a pattern of finitely many keys: each an optional property of the schemas of the patterns that
+    // match it, written once, so that it is never repeated (the key counted once, its value the
+    // last) and minProperties / maxProperties count it
+    const finite = new Map<string, string[]>();
+    let enumerated = 0;
+    for (const p of Object.keys(isMap(s["patternProperties"]) ? (s["patternProperties"] as object) : {})) {
+      const names = finiteStrings(p, MAX_NAMED_KEYS - enumerated);
+      if (names === undefined) continue;
+      finite.set(p, names);
+      enumerated += names.length;
+    }
+    const finiteKeys = [...new Set([...finite.values()].flat())].filter((k) => !Object.hasOwn(written, k));
+    const patterns = this.patterns(s, path, depth, [...new Set([...Object.keys(written), ...required, ...finiteKeys])]);
     // an object without properties takes other keys unless additionalProperties says not (one with
     // them, or with patternProperties, does not)
     // (with no allOf / anyOf / $ref beside, which reach here merged, the keys unevaluatedProperties
@@ -1970,11 +2024,16 @@ class Converter {
       const also = patterns.filter(([, matches]) => matches.has(k)).map(([, , schema, at]): [unknown, string] => [schema, at]);
       if (also.length > 0 && v !== false) props[k] = allOfAt([[v, keyAt.get(k)!], ...also]);
     }
+    for (const k of finiteKeys) {
+      const also = patterns.filter(([, matches]) => matches.has(k)).map(([, , schema, at]): [unknown, string] => [schema, at]);
+      props[k] = also.length === 1 ? also[0]![0] : allOfAt(also);
+      keyAt.set(k, also[0]![1]);
+    }
     // a required name that is no property is another key, of its patterns' schemas or else
     // additionalProperties' (any value where it says nothing): written after the properties, as ajv takes it
     const ofPatterns: string[] = [];
     for (const r of required) {
-      if (Object.hasOwn(written, r)) continue;
+      if (Object.hasOwn(props, r)) continue;
       const also = patterns.filter(([, matches]) => matches.has(r)).map(([, , schema, at]): [unknown, string] => [schema, at]);
       if (also.length > 0) {
         props[r] = also.length === 1 ? also[0]![0] : allOfAt(also);
@@ -1999,16 +2058,16 @@ class Converter {
         if (required.has(k)) throw new GrammarError(`${path}/propertyNames: the required name "${k}" is not one it admits: no object has it`);
         props[k] = false;
       }
-      const finite = keyNames === false ? [] : this.finiteValues(keyNames, `${path}/propertyNames`, depth);
-      if (other !== undefined && other !== false && finite !== undefined) {
-        for (const k of finite) {
+      const names = keyNames === false ? [] : this.finiteNames(keyNames, `${path}/propertyNames`, depth);
+      if (other !== undefined && other !== false && names !== undefined) {
+        for (const k of names) {
           if (typeof k !== "string" || Object.hasOwn(props, k)) continue;
           props[k] = other;
           keyAt.set(k, `${path}/additionalProperties`);
         }
         other = false;
       } else if (other !== undefined && other !== false && admitted.size > 0) {
-        throw new GrammarError(`${path}/propertyNames: admits the property name "${[...admitted][0]}", which another key of its strings could repeat (its value escaping the property's schema): not supported beside properties it admits, unless it is a finite set of names (enum, const)`);
+        throw new GrammarError(`${path}/propertyNames: admits the property name "${[...admitted][0]}", which another key of its strings could repeat (its value escaping the property's schema): not supported beside properties it admits, unless it is a finite set of names (enum, const, or a pattern of at most ${MAX_NAMED_KEYS} strings)`);
       }
     }
     // a property whose schema is false may not be present: not written (nor taken as another key)
@@ -2030,14 +2089,12 @@ class Converter {
     // other keys: those of the patterns, or additionalProperties true or a schema
     // (a required key of the patterns' schema written again as a pattern's key is still valid, but not where keys are counted)
     const apart = s["minProperties"] === undefined ? named.filter((k) => !ofPatterns.includes(k)) : named;
-    const extra = patterns.length > 0 ? this.patternKv(patterns, apart, additional, name, path, depth)
+    const open = patterns.filter(([p]) => !finite.has(p));
+    const extra = open.length > 0 ? this.patternKv(open, apart, additional, name, path, depth)
       : other === undefined || other === false ? undefined
       : keyNames !== undefined && keyNames !== false ? this.namesKv(keyNames, other, name, path, depth)
       : this.additionalKv(named, other, name, path, depth);
-    if (s["dependentRequired"] !== undefined) {
-      if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) throw new GrammarError(`${path}/dependentRequired: not supported beside minProperties / maxProperties`);
-      return this.dependent(s["dependentRequired"], keys, kv, required, extra, name, path);
-    }
+    if (s["dependentRequired"] !== undefined) return this.dependent(s["dependentRequired"], propertyCounts(s, path), keys, kv, required, extra, name, path);
     if (s["minProperties"] !== undefined || s["maxProperties"] !== undefined) return this.counted(s, keys, kv, required, extra, other, name, path);
     if (named.length === 0 && patterns.length === 0 && keyNames === undefined) {
       // no properties: any object, or (additionalProperties a schema) any keys with values of it
@@ -2081,16 +2138,8 @@ class Converter {
    * that way it is refused.
    */
   private counted(s: Record<string, unknown>, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, extra: string | undefined, additional: unknown, name: string, path: string): string {
-    const bound = (k: string): number | undefined => {
-      const v = s[k];
-      if (v === undefined) return undefined;
-      if (!Number.isInteger(v) || (v as number) < 0) throw new GrammarError(`${path}/${k}: expected a non-negative integer, got ${JSON.stringify(v)}`);
-      return v as number;
-    };
-    const min = bound("minProperties") ?? 0, max = bound("maxProperties");
-    if (max !== undefined && max < min) throw new GrammarError(`${path}/maxProperties: ${max} is below minProperties ${min}`);
-    // (at least 1: a state past it must still know a key was written, for the commas)
-    const cap = Math.max(1, Math.min(max ?? min, keys.length + 1));
+    const { min, max } = propertyCounts(s, path);
+    const cap = countCap(min, max, keys.length);
     // per (place, keys so far): the rule's name, or null where no object of min to max keys ends from there
     const made = new Map<number, string | null>();
     const rest = (i: number, c: number): string | null => {
@@ -2098,15 +2147,8 @@ class Converter {
       if (made.has(id)) return made.get(id)!;
       const comma = c > 0 ? `"," space ` : "";
       const alts: string[] = [];
-      if (i === keys.length) {
-        // other keys: at least what the minimum still needs (at most one: see above), at most what the maximum leaves
-        const lo = Math.max(0, min - c), hi = max === undefined ? undefined : max - c;
-        if (lo === 0) alts.push('""');
-        if (extra !== undefined && lo <= 1 && (hi === undefined || hi >= 1)) {
-          const more = hi === undefined ? `("," space ${extra})*` : hi > 1 ? `("," space ${extra}){0,${hi - 1}}` : "";
-          alts.push(`${comma}${extra}${more ? ` ${more}` : ""}`);
-        }
-      } else {
+      if (i === keys.length) alts.push(...otherKeys(c, min, max, extra));
+      else {
         if (max === undefined || c < max) {
           const then = rest(i + 1, c + 1);
           if (then !== null) alts.push(`${comma}${kv[i]} ${then}`);
@@ -2123,7 +2165,7 @@ class Converter {
     const body = withinStack(`${path}/${s["maxProperties"] !== undefined ? "maxProperties" : "minProperties"}`, () => rest(0, 0));
     if (body === null) {
       const reason = extra !== undefined
-        ? `the ${keys.length} named properties and one other key: two other keys must differ (a key written twice is one property to a validator), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them, or lower minProperties to ${keys.length + 1}`
+        ? `the ${keys.length} named properties and one other key: two other keys must differ (a key written twice is one property to a validator), and no grammar keeps keys of any string apart; name the keys in properties, give propertyNames an enum of them or a pattern of at most ${MAX_NAMED_KEYS} strings, or lower minProperties to ${keys.length + 1}`
         : `these properties and no other key (additionalProperties ${additional === false ? "false" : "unset, which beside properties takes none here"})`;
       const tooMany = max !== undefined && keys.filter((k) => required.has(k)).length > max;
       throw new GrammarError(`${path}/${tooMany ? "maxProperties" : "minProperties"}: no object of ${max === undefined ? `at least ${min}` : min === max ? `${min}` : min === 0 ? `at most ${max}` : `${min} to ${max}`} keys can be written with ${reason}`);
@@ -2138,7 +2180,7 @@ class Converter {
    * was written (for the commas). Names that are no property: a dependent one, where no other key
    * may be written, rules its key out; otherwise (another key could be it) refused.
    */
-  private dependent(deps: unknown, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, extra: string | undefined, name: string, path: string): string {
+  private dependent(deps: unknown, counts: { min: number; max: number | undefined }, keys: readonly string[], kv: readonly string[], required: ReadonlySet<string>, extra: string | undefined, name: string, path: string): string {
     const at = `${path}/dependentRequired`;
     if (!isMap(deps)) throw new GrammarError(`${at}: expected an object of property names to lists of names, got ${JSON.stringify(deps)}`);
     const needs = new Map<string, string[]>();
@@ -2157,25 +2199,25 @@ class Converter {
     const place = new Map(keys.map((k, i) => [k, i]));
     const neededBy = new Map<string, string[]>();
     for (const [d, list] of needs) for (const x of list) neededBy.set(x, [...(neededBy.get(x) ?? []), d]);
+    // (with minProperties / maxProperties, also the count of keys written so far, as counted() keeps it)
+    const { min, max } = counts, cap = countCap(min, max, keys.length);
     const made = new Map<string, string | null>();
-    const rest = (i: number, must: ReadonlySet<string>, banned: ReadonlySet<string>, wrote: boolean): string | null => {
-      const id = `${i}|${[...must].sort().join(",")}|${[...banned].sort().join(",")}|${wrote}`;
+    const rest = (i: number, must: ReadonlySet<string>, banned: ReadonlySet<string>, c: number): string | null => {
+      const id = `${i}|${[...must].sort().join(",")}|${[...banned].sort().join(",")}|${Math.min(c, cap)}`;
       if (made.has(id)) return made.get(id)!;
       const alts: string[] = [];
-      if (i === keys.length) {
-        alts.push('""');
-        if (extra !== undefined) alts.push(wrote ? `("," space ${extra})+` : `${extra} ("," space ${extra})*`);
-      } else {
+      if (i === keys.length) alts.push(...otherKeys(c, min, max, extra));
+      else {
         const k = keys[i]!, later = { has: (x: string) => (place.get(x) ?? -1) > i };
-        if (!banned.has(k) && !never.has(k)) {
+        if (!banned.has(k) && !never.has(k) && (max === undefined || c < max)) {
           // written: the later keys it needs are required
-          const then = rest(i + 1, new Set([...must, ...(needs.get(k) ?? []).filter((x) => later.has(x))]), banned, true);
-          if (then !== null) alts.push(`${wrote ? `"," space ` : ""}${kv[i]} ${then}`);
+          const then = rest(i + 1, new Set([...must, ...(needs.get(k) ?? []).filter((x) => later.has(x))]), banned, c + 1);
+          if (then !== null) alts.push(`${c > 0 ? `"," space ` : ""}${kv[i]} ${then}`);
         }
         if (!must.has(k) && !required.has(k)) {
           // passed over: the later keys that need it are ruled out
           const nowBanned = new Set([...banned, ...(neededBy.get(k) ?? []).filter((d) => later.has(d))]);
-          const skip = rest(i + 1, must, nowBanned, wrote);
+          const skip = rest(i + 1, must, nowBanned, c);
           if (skip !== null) alts.push(skip);
         }
       }
@@ -2183,9 +2225,23 @@ class Converter {
       made.set(id, rule);
       return rule;
     };
-    const body = withinStack(at, () => rest(0, new Set(), new Set(), false));
-    if (body === null) throw new GrammarError(`${at}: no object satisfies it beside required`);
+    const body = withinStack(at, () => rest(0, new Set(), new Set(), 0));
+    const counted = min > 0 || max !== undefined;
+    if (body === null) throw new GrammarError(`${at}: no object satisfies it beside required${counted ? ` and ${max === undefined ? `minProperties ${min}` : min === 0 ? `maxProperties ${max}` : `minProperties ${min} and maxProperties ${max}`}` : ""}`);
     return this.add(name, `"{" space ${body} "}" space`);
+  }
+
+  /**
+   * The names a propertyNames schema admits where they are finitely many: an enum or a const, or
+   * the strings of a pattern of at most MAX_NAMED_KEYS of them (less those the keywords beside refuse)
+   */
+  private finiteNames(keyNames: Record<string, unknown>, path: string, depth: number): unknown[] | undefined {
+    const listed = this.finiteValues(keyNames, path, depth);
+    if (listed !== undefined) return listed;
+    const pattern = keyNames["pattern"], type = keyNames["type"];
+    if (typeof pattern !== "string" || (type !== undefined && type !== "string")) return undefined;
+    const strings = finiteStrings(pattern, MAX_NAMED_KEYS);
+    return strings === undefined ? undefined : this.admitted(keyNames, strings, path, depth);
   }
 
   /** `"key": value` for other keys of an object whose propertyNames says what they are: its strings, values of additionalProperties' schema */

@@ -319,6 +319,71 @@ export function patternNfa(pattern: string): Nfa {
   return thompson(parser.parse(), parser);
 }
 
+/** the most automaton states finiteStrings walks (a pattern of a few names has a few dozen) */
+const MAX_FINITE_STATES = 4096;
+
+/**
+ * Every string a JSON Schema pattern matches whole, sorted (as a validator reads it: unanchored, it
+ * matches anywhere, so infinitely many), where there are at most `limit` of them; undefined where
+ * there are more, infinitely many (a repetition without bound, a loop reading a character), or the
+ * pattern is one the grammar does not read. For keys: finitely many can be written as named
+ * properties, each once, so an object's keys can be counted.
+ */
+export function finiteStrings(pattern: string, limit: number): string[] | undefined {
+  let nfa: Nfa;
+  try {
+    nfa = patternNfa(pattern);
+  } catch {
+    return undefined;
+  }
+  if (nfa.empty.length > MAX_FINITE_STATES) return undefined;
+  const closure = (from: number): Set<number> => {
+    const seen = new Set([from]), todo = [from];
+    while (todo.length > 0) {
+      for (const t of nfa.empty[todo.pop()!]!) {
+        if (seen.has(t)) continue;
+        seen.add(t);
+        todo.push(t);
+      }
+    }
+    return seen;
+  };
+  // per state (the start, or one a character leads to): the rest of each string from there; a
+  // state met again on its own path is a loop that reads a character, so infinitely many
+  const made = new Map<number, Set<string>>(), onPath = new Set<number>();
+  const rest = (state: number): Set<string> | undefined => {
+    const known = made.get(state);
+    if (known !== undefined) return known;
+    if (onPath.has(state)) return undefined;
+    onPath.add(state);
+    const out = new Set<string>();
+    for (const s of closure(state)) {
+      if (s === nfa.accept) out.add("");
+      for (const [char, to] of nfa.reads[s]!) {
+        const width = char.ranges.reduce((n, [a, b]) => n + b - a + 1, 0);
+        if (width === 0) continue;
+        if (width > limit) return undefined;
+        const after = rest(to);
+        if (after === undefined) return undefined;
+        for (const [a, b] of char.ranges) {
+          for (let c = a; c <= b; c++) {
+            for (const tail of after) {
+              out.add(String.fromCodePoint(c) + tail);
+              if (out.size > limit) return undefined;
+            }
+          }
+        }
+      }
+    }
+    onPath.delete(state);
+    made.set(state, out);
+    return out;
+  };
+  const all = rest(nfa.start);
+  // (sorted: the order the keys are written in does not hang on how the pattern is put)
+  return all === undefined ? undefined : [...all].sort();
+}
+
 /**
  * A JSON Schema pattern as an expression the whole string must match: it matches anywhere unless
  * anchored, each alternative of its top level with its own anchors (^a|b$: a at the start, or b
