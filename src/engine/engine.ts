@@ -12,7 +12,7 @@ import { checkBannedTokens, checkLogitBiasIds, checkPromptTokens, checkStopToken
 import { EngineRequest, type RequestParams } from "./request.js";
 import { exclusive, executeStep, queuedPasses, TimeSlicer } from "./runner.js";
 import { Scheduler, type Admission, type ScheduledChunk, type StepPlan } from "./scheduler.js";
-import { cachedPrefixBlocks, dropCachedPrefix, SlotTable, type KVLayout, type SlotCache, type SlotState } from "./slots.js";
+import { cachedPrefixBlocks, SlotTable, type KVLayout, type SlotCache, type SlotState, type SlotTaskAccess } from "./slots.js";
 import type { DraftRound, SequenceLogits, Strategy } from "./strategy.js";
 import { BeamStrategy } from "./strategies/beam.js";
 import { SamplingStrategy } from "./strategies/sampling.js";
@@ -177,8 +177,14 @@ export class Engine {
   private readonly slotTable: SlotTable;
   /** tasks waiting for the step in flight to end (betweenSteps) */
   private readonly pendingBetween: (() => void)[] = [];
-  /** slot saves reading held blocks now (saveSlot): an erase waits for them (eraseSlot) */
-  private readonly saves = new Set<Promise<unknown>>();
+  /** each slot's last slot task (slotTask): the next one asked of the slot runs after it */
+  private readonly slotTasks: Promise<unknown>[] = [];
+  /** references slot saves hold on blocks they read (a block may be held by several saves) */
+  private readonly saveHolds = new Map<number, number>();
+  /** blocks an erase found held by a save alone: dropped from the prefix cache once the last such save lets go of them */
+  private readonly dropOnRelease = new Set<number>();
+  /** callers waiting for KV room to change (a step's end, a request's end, a save's release): a save waiting for room to hold its blocks */
+  private roomWaiters: (() => void)[] = [];
   /** whether a step is computing or handing out its logits (from its pass to its update's end) */
   private stepping = false;
 
@@ -341,21 +347,50 @@ export class Engine {
   }
 
   /**
-   * llama-server's slot erase: once the request running in slot `id` (if any) has ended, the
-   * prefix-cache rows of the tokens the slot ran last that no running sequence holds are dropped,
-   * so no later request reuses them; resolves with the tokens whose rows were dropped
+   * Runs `task` as slot `id`'s next slot task, as llama-server runs its SLOT_SAVE, SLOT_RESTORE and
+   * SLOT_ERASE tasks: once every slot task asked of the slot before it has ended, and no request
+   * runs in the slot (llama-server defers a busy slot's task, and takes its deferred tasks back
+   * first come, first served: server_queue::pop_deferred_task). So a slot's tasks run one at a time
+   * in the order they came, each waiting only for those before it; `slot` does the slot's save,
+   * restore and erase within the task (what a caller does between them, such as writing the save's
+   * file, is part of it). Rejects with a RangeError for an id that is no slot.
    */
-  async eraseSlot(id: number): Promise<number> {
-    // (a save in flight holds the blocks it reads until it is done: dropped meanwhile, they were
-    // held and dropped none, then went back to the prefix cache; llama-server runs a slot's tasks
-    // one after another, so the erase drops what the save read, after it)
-    for (;;) {
+  slotTask<T>(id: number, task: (slot: SlotTaskAccess) => Promise<T> | T): Promise<T> {
+    if (!Number.isInteger(id) || id < 0 || id >= this.maxSequences) return Promise.reject(new RangeError(`slot id must be an integer in [0, ${this.maxSequences}), got ${shownValue(id)}`));
+    const access: SlotTaskAccess = { read: () => this.readSlot(id), restore: (cache) => this.putSlot(id, cache), erase: () => this.dropSlot(id) };
+    const run = (this.slotTasks[id] ?? Promise.resolve()).then(async () => {
       await this.idleSlot(id);
-      if (this.saves.size === 0) break;
-      await Promise.allSettled([...this.saves]);
-    }
+      return task(access);
+    });
+    this.slotTasks[id] = run.then(() => undefined, () => undefined);
+    return run;
+  }
+
+  /**
+   * llama-server's slot erase, as slot `id`'s next slot task (slotTask): the prefix-cache rows of
+   * the tokens the slot ran last that no running sequence holds are dropped, so no later request
+   * reuses them; resolves with the tokens whose rows were dropped
+   */
+  eraseSlot(id: number): Promise<number> {
+    return this.slotTask(id, (slot) => slot.erase());
+  }
+
+  private dropSlot(id: number): number {
     const tokens = this.slotTable.takeLast(id);
-    return tokens && this.pool ? dropCachedPrefix(this.pool, tokens) : 0;
+    const pool = this.pool;
+    if (!tokens || !pool) return 0;
+    // (a block another slot's save still reads is dropped once the save lets go of it: dropped
+    // now, it was held and went back to the prefix cache on release, where the next request
+    // found the erased rows; one a running sequence holds stays, as before)
+    let dropped = 0;
+    for (const block of cachedPrefixBlocks(pool, tokens)) {
+      if (pool.forget(block)) dropped += pool.blockSize;
+      else if (pool.references(block) === (this.saveHolds.get(block) ?? 0)) {
+        this.dropOnRelease.add(block);
+        dropped += pool.blockSize;
+      }
+    }
+    return dropped;
   }
 
   /**
@@ -369,63 +404,98 @@ export class Engine {
   }
 
   /**
-   * llama-server's slot save, in the engine's terms: once the request running in slot `id` (if
-   * any) has ended, the tokens the slot ran last whose rows the prefix cache holds (its leading
-   * whole blocks; a partial last block is never cached) and those rows, one array per block as
-   * KVBlockPool.readBlock stores them (kvLayout). The blocks are found and held between two
-   * steps, so that no step evicts or reuses them (a K/V row never changes once written), then
-   * read SAVE_BLOCKS_IN_FLIGHT at a time and released between two steps.
+   * llama-server's slot save, in the engine's terms, as slot `id`'s next slot task (slotTask): the
+   * tokens the slot ran last whose rows the prefix cache holds (its leading whole blocks; a partial
+   * last block is never cached) and those rows, one array per block as KVBlockPool.readBlock
+   * stores them (kvLayout).
    */
-  async saveSlot(id: number): Promise<SlotCache> {
-    const save = this.readSlot(id);
-    this.saves.add(save);
-    try {
-      return await save;
-    } finally {
-      this.saves.delete(save);
-    }
+  saveSlot(id: number): Promise<SlotCache> {
+    return this.slotTask(id, (slot) => slot.read());
   }
 
-  /** saveSlot's reads, its blocks held from the first to the last */
+  /**
+   * saveSlot's reads. The blocks are found and held between two steps, so that no step evicts or
+   * reuses them (a K/V row never changes once written), then read SAVE_BLOCKS_IN_FLIGHT at a time
+   * and released between two steps. A hold takes the blocks that were idle out of the room, so it
+   * takes them only out of the room nobody running was promised (Scheduler.spareBlocks): held out
+   * of a reserved request's room, that request found the pool full mid-way and failed ("KV cache
+   * pool is full"); out of a preemptible one's, it was preempted. Until then the save waits for
+   * room to change (a step or a request ending).
+   */
   private async readSlot(id: number): Promise<SlotCache> {
-    await this.idleSlot(id);
-    const taken = await this.betweenSteps(() => {
-      const tokens = this.slotTable.lastTokens(id) ?? [];
-      const blocks = this.pool ? cachedPrefixBlocks(this.pool, tokens) : [];
-      for (const b of blocks) this.pool!.hold(b);
-      return { tokens: tokens.slice(0, blocks.length * DEFAULT_BLOCK_SIZE), blocks };
-    });
+    let taken: { tokens: readonly number[]; blocks: number[] } | undefined;
+    while (!(taken = await this.betweenSteps(() => this.holdSlotBlocks(id)))) await new Promise<void>((resolve) => this.roomWaiters.push(resolve));
+    const held = taken;
     const rows: Float32Array[] = [];
     try {
       // (a few blocks' reads at a time: all at once, a 4096-token slot's were 256 blocks' staging
       // memory held on a GPU and as many maps pending, or 131k on WebGPU before readParts)
-      for (let i = 0; i < taken.blocks.length; i += SAVE_BLOCKS_IN_FLIGHT) {
-        rows.push(...(await Promise.all(taken.blocks.slice(i, i + SAVE_BLOCKS_IN_FLIGHT).map((b) => this.pool!.readBlock(b)))));
+      for (let i = 0; i < held.blocks.length; i += SAVE_BLOCKS_IN_FLIGHT) {
+        rows.push(...(await Promise.all(held.blocks.slice(i, i + SAVE_BLOCKS_IN_FLIGHT).map((b) => this.pool!.readBlock(b)))));
       }
     } finally {
-      // (the last first, as a sequence's blocks go: the chain's head is evicted last)
-      await this.betweenSteps(() => {
-        for (const b of [...taken.blocks].reverse()) this.pool!.release(b);
-      });
+      await this.betweenSteps(() => this.releaseSaved(held.blocks));
     }
-    return { tokens: taken.tokens, blocks: rows };
+    return { tokens: held.tokens, blocks: rows };
+  }
+
+  /** the slot's cached blocks, held for a save, and their tokens; undefined where holding the idle ones takes room promised to a running request */
+  private holdSlotBlocks(id: number): { tokens: readonly number[]; blocks: number[] } | undefined {
+    const pool = this.pool, tokens = this.slotTable.lastTokens(id) ?? [];
+    const blocks = pool ? cachedPrefixBlocks(pool, tokens) : [];
+    if (blocks.length === 0) return { tokens: [], blocks };
+    // (a block in use already takes no more room held; an idle one leaves the room)
+    if (blocks.filter((b) => pool!.isIdle(b)).length > this.scheduler!.spareBlocks()) return undefined;
+    for (const b of blocks) {
+      pool!.hold(b);
+      this.saveHolds.set(b, (this.saveHolds.get(b) ?? 0) + 1);
+    }
+    return { tokens: tokens.slice(0, blocks.length * DEFAULT_BLOCK_SIZE), blocks };
+  }
+
+  /** a save lets go of its blocks: those an erase asked for meanwhile leave the prefix cache, and the room is back (a request waiting for it, the loop asleep, starts) */
+  private releaseSaved(blocks: readonly number[]): void {
+    const pool = this.pool!;
+    // (the last first, as a sequence's blocks go: the chain's head is evicted last)
+    for (const b of [...blocks].reverse()) {
+      pool.release(b);
+      const left = this.saveHolds.get(b)! - 1;
+      if (left > 0) this.saveHolds.set(b, left);
+      else this.saveHolds.delete(b);
+      if (left === 0 && this.dropOnRelease.delete(b)) pool.forget(b);
+    }
+    this.roomChanged();
+  }
+
+  /** wakes the loop and the saves waiting for room */
+  private roomChanged(): void {
+    this.wake();
+    this.tellRoomWaiters();
+  }
+
+  /** the saves waiting for room look again (after a step, a request's end, a save's release) */
+  private tellRoomWaiters(): void {
+    for (const resolve of this.roomWaiters.splice(0)) resolve();
   }
 
   /**
-   * llama-server's slot restore: once slot `id` is idle, `cache`'s rows (saveSlot's, from a model
-   * and pool of this kvLayout) go into the prefix cache under its tokens, so the next request
-   * starting with them computes none of their rows, and the slot remembers the tokens (an erase
-   * drops them). Blocks already cached stay as they are. Refused, nothing changed, where the
-   * cache does not fit the context or the pool has no room for it; resolves with the tokens.
+   * llama-server's slot restore, as slot `id`'s next slot task (slotTask): `cache`'s rows
+   * (saveSlot's, from a model and pool of this kvLayout) go into the prefix cache under its tokens,
+   * so the next request starting with them computes none of their rows, and the slot remembers the
+   * tokens (an erase drops them). Blocks already cached stay as they are. Refused, nothing changed,
+   * where the cache does not fit the context or the pool has no room for it; resolves with the tokens.
    */
-  async restoreSlot(id: number, cache: SlotCache): Promise<number> {
+  restoreSlot(id: number, cache: SlotCache): Promise<number> {
+    return this.slotTask(id, (slot) => slot.restore(cache));
+  }
+
+  private async putSlot(id: number, cache: SlotCache): Promise<number> {
     const { tokens, blocks } = cache, layout = this.kvLayout();
     if (tokens.length !== blocks.length * layout.blockSize) throw new RangeError(`a slot's cache holds ${blocks.length} blocks of ${layout.blockSize} tokens, got ${tokens.length} tokens`);
     if (tokens.length > this.contextSize) throw new RangeError(`the restored tokens (${tokens.length}) do not fit the context of ${this.contextSize}`);
     const bad = tokens.findIndex((t) => !(Number.isInteger(t) && t >= 0 && t < this.tokenIds));
     if (bad >= 0) throw new RangeError(`token ${bad} of the restored slot (${shownValue(tokens[bad])}) is no token id of this model (0..${this.tokenIds - 1})`);
     for (const b of blocks) if (b.length !== layout.blockFloats) throw new RangeError(`a block's rows are ${layout.blockFloats} floats in this KV cache, got ${b.length}`);
-    await this.idleSlot(id);
     return this.betweenSteps(() => {
       const pool = this.pool!, bs = pool.blockSize;
       // (checked first, so a refusal changes nothing: each block is held until the last is in, so
@@ -454,7 +524,6 @@ export class Engine {
 
   /** resolves once no request runs in slot `id` (checked again after each one ends: another may have taken it) */
   private async idleSlot(id: number): Promise<void> {
-    if (!Number.isInteger(id) || id < 0 || id >= this.maxSequences) throw new RangeError(`slot id must be an integer in [0, ${this.maxSequences}), got ${shownValue(id)}`);
     for (;;) {
       if (this.scheduler) this.slotTable.sync(this.scheduler.running);
       const running = this.slotTable.holder(id);
@@ -485,6 +554,7 @@ export class Engine {
   /** the tasks betweenSteps queued for the loop */
   private runBetween(): void {
     for (const task of this.pendingBetween.splice(0)) task();
+    this.tellRoomWaiters();
   }
 
   /**
@@ -892,6 +962,7 @@ export class Engine {
   private end(request: EngineRequest, error?: unknown): void {
     this.slotTable.release(request);
     this.scheduler!.remove(request);
+    this.tellRoomWaiters();
     request.strategy.release?.();
     if (error === undefined) request.complete();
     else request.fail(error);

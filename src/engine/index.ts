@@ -3,7 +3,7 @@ export type { Admission } from "./scheduler.js";
 export { exclusive } from "./runner.js";
 export { EngineRequest, type Decoding, type RequestEvent, type RequestOutcome, type RequestParams } from "./request.js";
 export { RunningSequence } from "./running-sequence.js";
-export type { KVLayout, SlotCache, SlotState, SlotTask } from "./slots.js";
+export type { KVLayout, SlotCache, SlotState, SlotTask, SlotTaskAccess } from "./slots.js";
 export type { ChoiceOutcome, Strategy, StrategyHost, StrategyRequest } from "./strategy.js";
 export { completionDecoder, completionText } from "./completion-text.js";
 export { RequestError, refusalInTerms, type RefusalTerms } from "./errors.js";

@@ -428,6 +428,20 @@ export class Scheduler implements StrategyHost {
     return this.pool.availableBlocks - this.outstanding() - planned;
   }
 
+  /**
+   * Between two steps (the last plan's chunks computed, their blocks taken: it is spent), the
+   * blocks that may leave the room without taking any promised to a running request: what an
+   * admission sees (a reserved request's rest, a preemptible one's prompt or recompute, and the
+   * watermark a preemptible admission leaves beside running requests). A slot save holds no more
+   * idle blocks than this (Engine.saveSlot).
+   */
+  spareBlocks(): number {
+    this.planned.clear();
+    this.plannedSteps.clear();
+    const watermark = this.limits.admission === "preempt" && this.running.length > 0 ? Math.ceil(this.pool.blockCount / 100) : 0;
+    return this.room() - this.promised() - watermark;
+  }
+
   /** blocks the admitted preemptible requests' prompts (or recomputes) still need beyond this step's chunks */
   private promised(): number {
     let sum = 0;

@@ -52,6 +52,16 @@ export interface SlotCache {
   readonly blocks: readonly Float32Array[];
 }
 
+/** what a slot task (Engine.slotTask) does to its slot: each at once, the slot's request and earlier tasks having ended */
+export interface SlotTaskAccess {
+  /** Engine.saveSlot's cache: the slot's cached tokens and their rows */
+  read(): Promise<SlotCache>;
+  /** Engine.restoreSlot's: the rows back into the prefix cache; resolves with the tokens */
+  restore(cache: SlotCache): Promise<number>;
+  /** Engine.eraseSlot's: resolves with the tokens whose rows leave the prefix cache */
+  erase(): number;
+}
+
 export class SlotTable {
   /** the request holding each slot */
   private readonly holders: (EngineRequest | undefined)[];
@@ -169,15 +179,4 @@ export function cachedPrefixBlocks(pool: KVBlockPool, tokens: readonly number[])
     blocks.push(found.block);
   }
   return blocks;
-}
-
-/**
- * Drops the cached prefix blocks of `tokens` that no sequence holds from the pool's prefix cache
- * (those in use stay: another request runs on them) and returns the tokens whose rows went with
- * them. Every block is looked up before any is dropped: a key names the block before it.
- */
-export function dropCachedPrefix(pool: KVBlockPool, tokens: readonly number[]): number {
-  let dropped = 0;
-  for (const block of cachedPrefixBlocks(pool, tokens)) if (pool.forget(block)) dropped += pool.blockSize;
-  return dropped;
 }

@@ -97,28 +97,37 @@ export async function slotAction(model: Model, rawId: string, query: URLSearchPa
     const given = filename === undefined ? "none given" : JSON.stringify(filename);
     throw invalid("filename", `Invalid filename: ${given}; expected a file name in the slot save folder: 1 to 255 bytes, no / \\ : * ? " < > | or control characters, no "..", no leading or trailing space, no trailing dot`);
   }
-  const started = performance.now();
   // (the file, and how its weights were loaded: quantized at load, the same file computes other rows)
   const identity = { ...(await modelIdentity(model.path)), ...(model.loadQuantization === undefined ? {} : { quantize: model.loadQuantization }) };
   const kv = model.engine.kvLayout();
+  // (the file's write or read is part of the slot's task: a restore asked after a save of the same
+  // file reads what the save wrote; the timings start where the task does, as llama-server's
+  // t_start after a busy slot's deferral, not at the request's arrival)
+  const folder = files.folder;
   if (action === "save") {
-    const cache = await model.engine.saveSlot(id);
-    let written: number;
+    return model.engine.slotTask(id, async (slot) => {
+      const started = performance.now();
+      const cache = await slot.read();
+      let written: number;
+      try {
+        written = await writeSlotFile(folder, filename, identity, kv, cache);
+      } catch (e) {
+        throw new ApiError(500, `Unable to save slot: ${(e as Error).message}`, "server_error", null, null);
+      }
+      return { id_slot: id, filename, n_saved: cache.tokens.length, n_written: written, timings: { save_ms: performance.now() - started } };
+    });
+  }
+  return model.engine.slotTask(id, async (slot) => {
+    const started = performance.now();
+    let restored: number, read: number;
     try {
-      written = await writeSlotFile(files.folder, filename, identity, kv, cache);
+      const file = await readSlotFile(folder, filename, identity, kv, model.contextSize);
+      read = file.bytes;
+      restored = await slot.restore(file.cache);
     } catch (e) {
-      throw new ApiError(500, `Unable to save slot: ${(e as Error).message}`, "server_error", null, null);
+      if (!(e instanceof SlotFileError || e instanceof RangeError)) throw e;
+      throw invalid("filename", `Unable to restore slot: ${e.message}`);
     }
-    return { id_slot: id, filename, n_saved: cache.tokens.length, n_written: written, timings: { save_ms: performance.now() - started } };
-  }
-  let restored: number, read: number;
-  try {
-    const file = await readSlotFile(files.folder, filename, identity, kv, model.contextSize);
-    read = file.bytes;
-    restored = await model.engine.restoreSlot(id, file.cache);
-  } catch (e) {
-    if (!(e instanceof SlotFileError || e instanceof RangeError)) throw e;
-    throw invalid("filename", `Unable to restore slot: ${e.message}`);
-  }
-  return { id_slot: id, filename, n_restored: restored, n_read: read, timings: { restore_ms: performance.now() - started } };
+    return { id_slot: id, filename, n_restored: restored, n_read: read, timings: { restore_ms: performance.now() - started } };
+  });
 }
