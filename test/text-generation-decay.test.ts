@@ -102,6 +102,22 @@ describe("text-generation: exponential_decay_length_penalty as transformers' Exp
     }
   });
 
+  test("typical_p (before: refused when sampling) reaches the sampler as transformers' TypicalLogitsWarper, after min-p; 1 or more is none; 0 is refused", async () => {
+    const prompt = "In the beginning";
+    const sampled = (o: object) => reply(gen, prompt, { maxNewTokens: 12, doSample: true, seed: 11, ...o });
+    // the library's sampler in the pipeline's order (the rule itself: test/sampling-typical.test.ts)
+    const library = async (typicalP: number) => (await gen.model.generate(gen.model.tokenizer.encode(prompt), { maxTokens: 12, temperature: 1, topK: 50, topP: 1, minP: 0, typicalP, seed: 11, samplerOrder: "transformers", repeatPenalty: 1, repeatLastN: -1 })).completion;
+    const typical = await sampled({ typicalP: 0.3 });
+    assert.equal(typical, await library(0.3));
+    assert.notEqual(typical, await sampled({}), "typical-p 0.3 cuts this distribution");
+    assert.equal(await sampled({ typicalP: 1.5 }), await sampled({}));
+    const folder = await openFolder(gpt2TinyCopy(dir, "typical", { typical_p: 0.3 }));
+    assert.equal(await reply(folder, prompt, { maxNewTokens: 12, doSample: true, seed: 11 }), typical);
+    await assert.rejects(gen(prompt, { maxNewTokens: 2, doSample: true, typicalP: 0 }), (e: unknown) => e instanceof OptionError && e.option === "typicalP");
+    const zero = gpt2TinyCopy(dir, "typical-zero", { typical_p: 0 });
+    await assert.rejects(pipeline("text-generation", zero, { threads: 1 }), new Error(`${zero}/generation_config.json: typical_p: expected a number above 0 (1 or more for none), found 0`));
+  });
+
   test("a bad pair at a call is an OptionError naming exponentialDecayLengthPenalty; beam search and speculative decoding refuse it as the other processors", async () => {
     for (const bad of [[1], [1, Infinity], [0.5, 2], "1,2"]) {
       await assert.rejects(gen("In the beginning", { maxNewTokens: 4, exponentialDecayLengthPenalty: bad } as never), (e: unknown) => e instanceof OptionError && e.option === "exponentialDecayLengthPenalty", JSON.stringify(bad));

@@ -21,7 +21,7 @@ const LIST_BAN_KEYS = { suppress_tokens: "suppressTokens", begin_suppress_tokens
 /** the forced tokens tsllm's pipeline honours, each with its option's name (null: none) */
 const FORCED_KEYS = { forced_bos_token_id: "forcedBosTokenId", forced_eos_token_id: "forcedEosTokenId" } as const;
 
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS), "exponential_decay_length_penalty"];
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS), "exponential_decay_length_penalty", "typical_p"];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -49,7 +49,6 @@ const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what:
 
 /** keys that act only when sampling (their warpers are added with do_sample only): refused by a call that samples */
 const NOT_DONE_SAMPLING: readonly (readonly [key: string, noOp: readonly unknown[], what: string])[] = [
-  ["typical_p", [1], "locally typical sampling"],
   ["epsilon_cutoff", [0], "epsilon sampling"],
   ["eta_cutoff", [0], "eta sampling"],
 ];
@@ -172,6 +171,14 @@ function decayOf(o: Record<string, unknown>, sources: Readonly<Record<string, st
   return { exponentialDecayLengthPenalty: [v[0], v[1]] };
 }
 
+/** typical_p as the pipeline's option: above 0, as TypicalLogitsWarper takes it; 1 or more adds none (read as 1); null: none */
+function typicalOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Pick<ShippedGeneration, "typicalP"> {
+  const v = o["typical_p"];
+  if (v === undefined || v === null) return {};
+  if (typeof v !== "number" || !(v > 0)) throw new Error(`${sources["typical_p"]}: typical_p: expected a number above 0 (1 or more for none), found ${JSON.stringify(v)?.slice(0, 60)}`);
+  return { typicalP: Math.min(v, 1) };
+}
+
 /** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
 function taskOptions(taskPath: string, task: Record<string, unknown>): TextGenerationOptions {
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(taskPath, task);
@@ -180,7 +187,7 @@ function taskOptions(taskPath: string, task: Record<string, unknown>): TextGener
     maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
     ...listBansOf(task, Object.fromEntries(Object.keys(LIST_BAN_KEYS).map((k) => [k, taskPath]))),
     ...forcedOf(task, Object.fromEntries(Object.keys(FORCED_KEYS).map((k) => [k, taskPath]))),
-    ...decayOf(task, { exponential_decay_length_penalty: taskPath }),
+    ...decayOf(task, { exponential_decay_length_penalty: taskPath }), ...typicalOf(task, { typical_p: taskPath }),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
@@ -214,7 +221,7 @@ export function folderGeneration(folder: string): ShippedGeneration {
   const idKeys: Readonly<Record<string, string>> = { ...LIST_BAN_KEYS, ...FORCED_KEYS };
   const idSources = Object.fromEntries(Object.entries(idKeys).filter(([, option]) => option in ids).map(([key, option]) => [option, `${sources[key]}: ${key}`]));
   return {
-    ...bansOf(merged, sources), ...ids, ...decayOf(merged, sources), ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
+    ...bansOf(merged, sources), ...ids, ...decayOf(merged, sources), ...typicalOf(merged, sources), ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
     ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),

@@ -16,6 +16,8 @@ export interface TextGenerationOptions {
   readonly temperature?: number;
   readonly topK?: number;
   readonly topP?: number;
+  /** locally typical sampling's mass, as TypicalLogitsWarper keeps it, after min-p (default: the folder's typical_p, else none); 1 or more: none */
+  readonly typicalP?: number;
   /** default: the model's generation_config.json repetition_penalty, else 1 */
   readonly repetitionPenalty?: number;
   /** never repeat an n-gram of this size, the prompt's included (default: the folder's no_repeat_ngram_size, else 0: none) */
@@ -55,7 +57,7 @@ export const FORCED_TOKENS = ["forcedBosTokenId", "forcedEosTokenId"] as const;
 const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, ...FORCED_TOKENS, "exponentialDecayLengthPenalty"] as const;
 
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
-export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "typicalP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
 
 /** transformers 5's TextGenerationPipeline._default_generation_config */
 export const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -72,6 +74,8 @@ export interface ShippedGeneration extends GenerationDefaults, Pick<TextGenerati
   readonly maxLength?: number;
   /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
   readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
+  /** typical_p as written, 1 or more read as 1 (none) */
+  readonly typicalP?: number;
   /**
    * config.json's task_specific_params["text-generation"] (`source` names it) as options: over the
    * pipeline's own options, under a call's (textGeneration's underTask); they are also in the
@@ -189,6 +193,8 @@ function checkBudgets(o: TextGenerationOptions): void {
     // transformers' GenerationConfig.validate: "max_new_tokens must be greater than 0" (a maxLength of 0 has no room either)
     if (v !== undefined && (!Number.isInteger(v) || v < 1)) throw new OptionError(`${k} must be a positive integer, got ${shownValue(v)}`, k);
   }
+  // transformers' TypicalLogitsWarper refuses a mass of 0 or below; generate() adds none for 1 or more
+  if (o.typicalP !== undefined && !(typeof o.typicalP === "number" && o.typicalP > 0)) throw new OptionError(`typicalP must be a number above 0 (1 or more for none), got ${shownValue(o.typicalP)}`, "typicalP");
   const p = o.repetitionPenalty;
   // transformers' RepetitionPenaltyLogitsProcessor: "penalty has to be a strictly positive float"; 1 is none
   if (p !== undefined && !(typeof p === "number" && Number.isFinite(p) && p > 0)) throw new OptionError(`repetitionPenalty must be a finite number above 0 (1 for none), got ${shownValue(p)}`, "repetitionPenalty");
@@ -291,7 +297,7 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ...((o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty) === undefined ? {} : { exponentialDecayLengthPenalty: o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty }),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
-        ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
+        ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, typicalP: Math.min(o.typicalP ?? shipped.typicalP ?? 1, 1), seed: o.seed, samplerOrder: "transformers" as const }
         : { temperature: 0 }),
       repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
       // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens
