@@ -144,6 +144,37 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     assert.equal(finish, "length");
   });
 
+  test("max_tokens cutting the call's closing </tool_call> short leaves no piece of it as content, streamed or not, as llama-server reads a reply the model did not end", async () => {
+    const request = {
+      model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_weather" } }, parallel_tool_calls: false, temperature: 0,
+    };
+    const whole = await client.chat.completions.create({ ...request, max_tokens: 150, logprobs: true });
+    const args = (whole.choices[0]!.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments;
+    // the reply's tokens as written (markers included): the first count that ends inside the closing marker
+    const tokens = whole.choices[0]!.logprobs!.content!.map((e) => e.token);
+    const raw = tokens.join("");
+    const from = raw.lastIndexOf("</tool_call>"), to = from + "</tool_call>".length;
+    let written = 0;
+    const max_tokens = tokens.findIndex((t) => (written += t.length) > from && written < to) + 1;
+    assert.ok(from > 0 && max_tokens > 0, `a token ends inside the closing marker: ${JSON.stringify(tokens.slice(-8))}`);
+    const cut = await client.chat.completions.create({ ...request, max_tokens });
+    assert.equal(cut.choices[0]!.finish_reason, "length");
+    assert.equal(cut.choices[0]!.message.content, null, "no text beside the call");
+    assert.equal((cut.choices[0]!.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments, args);
+    const stream = await client.chat.completions.create({ ...request, max_tokens, stream: true });
+    const streamed = await ChatCompletionStream.fromReadableStream(stream.toReadableStream()).finalChatCompletion();
+    assert.equal(streamed.choices[0]!.message.content ?? "", "", "no text streamed beside the call");
+    assert.equal((streamed.choices[0]!.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments, args);
+  });
+
+  test("a function without parameters is one with an empty parameter list, as OpenAI defines it: its arguments are {}", async () => {
+    const ping = { type: "function" as const, function: { name: "ping" } };
+    const r = await client.chat.completions.create({ model: "stories260K", messages: [{ role: "user", content: "Ping?" }], tools: [ping], tool_choice: "required", parallel_tool_calls: false, max_tokens: 200, temperature: 0.8, seed: 1 });
+    const c = r.choices[0]!;
+    assert.equal(c.finish_reason, "tool_calls", JSON.stringify(c.message));
+    assert.deepEqual(JSON.parse((c.message.tool_calls![0]! as { function: { arguments: string } }).function.arguments), {});
+  });
+
   test("a named function is called exactly once, as OpenAI's forced function, even where parallel_tool_calls is left true; streamed the same", async () => {
     const request = {
       model: "stories260K", messages: [{ role: "user" as const, content: "Weather?" }], tools: [WEATHER, TIME], tool_choice: { type: "function" as const, function: { name: "get_time" } },
@@ -288,6 +319,13 @@ describe("tool calls (tools, tool_choice) on stories260K with a Hermes-style tem
     const none = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "hi" }], tools: [WEATHER], tool_choice: "none", max_tokens: 8, temperature: 0 });
     assert.equal(none.status, 200);
     assert.equal(none.json.choices[0].message.tool_calls, undefined);
+  });
+
+  test("tools and tool_choice null, as clients that write every field send them unset: answered as without them (llama-server reads null as unset)", async () => {
+    for (const body of [{ tools: null, tool_choice: null }, { tool_choice: null }, { tools: [], tool_choice: null, parallel_tool_calls: null }]) {
+      const r = await post(`${s.url}/v1/chat/completions`, { messages: [{ role: "user", content: "x" }], max_tokens: 2, ...body });
+      assert.equal(r.status, 200, `${JSON.stringify(body)}: ${JSON.stringify(r.json)}`);
+    }
   });
 
   test("bad tools and tool_choice are 400s naming the parameter", async () => {

@@ -428,7 +428,7 @@ async function respond(ctx: ServeContext, job: Job, runs: readonly GenerationRun
     const placed = job.logprobs !== undefined && c.logprobs && ctx.texts.placed(r.promptTokens, c.logprobs, c.completion, job.options.preservedTokens);
     if (job.kind === "chat") {
       const logprobs = placed ? { content: placed.map((p) => ctx.texts.chatEntry(p)), refusal: null } : null;
-      const reply = readReply(c.completion, job.reply);
+      const reply = readReply(c.completion, job.reply, c.finishReason === "length");
       const calls = toolCallsOf(reply, job.reply);
       const message = {
         role: "assistant", content: calls.length > 0 ? reply.content || null : reply.content,
@@ -616,7 +616,7 @@ async function stream(ctx: ServeContext, job: Job, runs: readonly GenerationRun[
         continue;
       }
       const parser = parsers?.[index];
-      if (parser && !(await sendDeltas(index, parser.end()))) break;
+      if (parser && !(await sendDeltas(index, parser.end(event.finishReason === "length")))) break;
       const finish = chunk(index, undefined, finishReasonOf(event.finishReason, parser?.calls), parser ? takeUnsent(index) : null);
       if (last) {
         const all = await results(ctx, runs);

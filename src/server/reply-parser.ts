@@ -859,9 +859,13 @@ export class ReplyStream {
     return this.advance(parseReply(this.text, this.syntax, true, this.memo));
   }
 
-  /** what is left once the reply has ended */
-  end(): ReplyDelta[] {
-    return this.advance(parseReply(this.text, this.syntax, false, this.memo));
+  /**
+   * what is left once the reply has ended; `cut`: max_tokens cut it off, so it is read as the
+   * partial reply it is (as llama-server reads every reply the model did not end): a marker it
+   * was writing is held back, not shown as text
+   */
+  end(cut = false): ReplyDelta[] {
+    return this.advance(parseReply(this.text, this.syntax, cut, this.memo));
   }
 
   private advance(now: ParsedReply): ReplyDelta[] {

@@ -47,7 +47,9 @@ export interface ToolCall {
 export function toolsOf(body: Body): Tools | undefined {
   const v = body["tools"];
   if (v === undefined || v === null || (Array.isArray(v) && v.length === 0)) {
-    if (body["tool_choice"] !== undefined && body["tool_choice"] !== "none" && body["tool_choice"] !== "auto") throw invalid("tool_choice", "'tool_choice' needs 'tools'");
+    // (null is no choice, as with tools: clients that write every field send it, and llama-server reads it as unset)
+    const choice = body["tool_choice"] ?? "auto";
+    if (choice !== "none" && choice !== "auto") throw invalid("tool_choice", "'tool_choice' needs 'tools'");
     parallelOf(body);
     return undefined;
   }
@@ -57,7 +59,8 @@ export function toolsOf(body: Body): Tools | undefined {
     const f = (t as Body | null)?.["function"] as Body | undefined;
     if (typeof t !== "object" || t === null || (t as Body)["type"] !== "function" || typeof f !== "object" || f === null) throw invalid(where, `'${where}' must be {type: "function", function: {name, ...}}`);
     if (typeof f["name"] !== "string" || !/^[A-Za-z0-9_-]{1,64}$/.test(f["name"])) throw invalid(`${where}.function.name`, `'${where}.function.name' must be 1-64 letters, digits, _ or -`);
-    const parameters = f["parameters"] ?? { type: "object", properties: {} };
+    // (OpenAI: "omitting parameters defines a function with an empty parameter list": its arguments are {}, no keys the model makes up)
+    const parameters = f["parameters"] ?? { type: "object", properties: {}, additionalProperties: false };
     if (typeof parameters !== "object" || parameters === null || Array.isArray(parameters)) throw invalid(`${where}.function.parameters`, `'${where}.function.parameters' must be a JSON Schema object`);
     const strict = f["strict"];
     if (strict !== undefined && strict !== null && typeof strict !== "boolean") throw invalid(`${where}.function.strict`, `'${where}.function.strict' must be a boolean, got ${JSON.stringify(strict)}`, "invalid_type");
@@ -769,7 +772,11 @@ export function toolCallsOf(reply: ParsedReply, syntax: ReplySyntax | undefined)
   return reply.calls.map((c, i) => ({ id: ids[i]!, type: "function", function: { name: c.name, arguments: c.arguments } }));
 }
 
-/** the reply read with the syntax (reasoning, text, calls), or all of it text without one */
-export function readReply(text: string, syntax: ReplySyntax | undefined): ParsedReply {
-  return syntax ? parseReply(text, syntax, false) : { reasoning: "", content: text, calls: [] };
+/**
+ * the reply read with the syntax (reasoning, text, calls), or all of it text without one; `cut`:
+ * max_tokens cut it off, so it is read as partial (ReplyStream.end's `cut`): a call's closing
+ * marker or the next call's opening, cut short, is not text
+ */
+export function readReply(text: string, syntax: ReplySyntax | undefined, cut = false): ParsedReply {
+  return syntax ? parseReply(text, syntax, cut) : { reasoning: "", content: text, calls: [] };
 }
