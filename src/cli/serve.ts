@@ -44,7 +44,8 @@ Options:
                         sequences run at once and never count); more get 429 at once (default 256;
                         0: nothing waits, only what can run now is taken)
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/* but /v1/health, and every POST (also read from TSLLM_API_KEY)
-  --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API
+  --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API; without it a browser page
+                        of another origin is refused 403 (clients that are not browsers never are)
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template T     Jinja chat template to use instead of the model's own:
                         a file, or the template itself (text holding {{ or {%, as llama.cpp's own option takes it)
@@ -123,7 +124,7 @@ export const SERVE_ARGS: OptionSpec = {
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
-  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR",
+  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR", cors: "--cors ORIGIN",
 };
 
 /** --slot-save-path: an existing folder, checked before the model loads (llama-server's "not a directory") */

@@ -36,7 +36,7 @@ export interface ServeOptions {
   apiKey?: string;
   /** generations that may wait for a free sequence (beyond those that run at once); more are answered 429 at once (default 256; 0: only what can run now) */
   maxQueue?: number;
-  /** Access-Control-Allow-Origin for browsers on other origins ("*" or an origin) */
+  /** Access-Control-Allow-Origin for browsers on other origins ("*" or an origin); without it (or from another origin than it names) a browser page's POST is refused 403 (fromForeignPage) */
   cors?: string;
   /** largest request body in bytes, as sent or once unpacked (default 4 MiB; at most MAX_BODY_LIMIT, the longest string: a body is decoded into one) */
   bodyLimit?: number;
@@ -185,6 +185,33 @@ function refusedQueued(): ApiError {
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
+
+/**
+ * Whether a request was sent by a browser page of an origin `cors` does not allow (none where it
+ * is unset, any where it is "*"). A page on any site may POST to a server on the user's machine
+ * with a text/plain body (a "simple" request: no preflight asks first) and, though it cannot read
+ * the answer, have it run: a generation, a slot erased, or saved over. Modern browsers say where
+ * a request came from in Sec-Fetch-Site ("same-site" is another port of the same host, still
+ * another origin); older ones only in Origin, compared with the Host the request was sent to.
+ * Clients that are not browsers (curl, the openai SDKs) send neither and are not refused.
+ * Ollama refuses other origins' requests the same way (a 403 from gin's cors middleware unless
+ * OLLAMA_ORIGINS names them); llama-server's --cors-origins limits them to localhost where its
+ * tools can reach files.
+ */
+export function fromForeignPage(req: IncomingMessage, cors: string | undefined): boolean {
+  if (cors === "*") return false;
+  const origin = req.headers.origin;
+  if (cors !== undefined && origin === cors) return false;
+  const site = req.headers["sec-fetch-site"];
+  if (site !== undefined) return site === "cross-site" || site === "same-site";
+  if (origin === undefined) return false;
+  try {
+    return new URL(origin).host !== (req.headers.host ?? "").toLowerCase();
+  } catch {
+    // ("null": a sandboxed frame, a file:// page)
+    return true;
+  }
+}
 
 /**
  * tsllm's OpenAI-compatible HTTP server: a route table on node:http over one Model (whose engine
@@ -505,6 +532,10 @@ export class OpenAIServer {
       // HEAD is GET without the body (node:http drops it)
       const handler = byMethod.get(req.method === "HEAD" ? "GET" : req.method ?? "");
       if (!handler) throw new ApiError(405, `${req.method} is not allowed on ${url} (allowed: ${this.allowed(byMethod)})`, "invalid_request_error", null, "method_not_allowed", { Allow: this.allowed(byMethod) });
+      if (req.method === "POST" && fromForeignPage(req, this.options.cors)) {
+        const origin = req.headers.origin;
+        throw new ApiError(403, `a browser page of another origin${origin ? ` (${printable(origin)})` : ""} may not call this server: start it with ${this.settings.cors} naming that origin to let its pages call the API`, "invalid_request_error", null, "origin_not_allowed");
+      }
       // every route under /v1/, /models, /props (the model's path and template), /slots (the requests running) and every POST (llama-server's /tokenize, /embedding, /rerank, ...); /health, /v1/health, /metrics and the page stay open
       if (this.options.apiKey !== undefined && ((path.startsWith("/v1/") && path !== "/v1/health") || path === "/models" || path === "/props" || path === "/slots" || req.method === "POST") && !authorized(req, this.options.apiKey)) {
         throw new ApiError(401, "missing or invalid API key: send the header 'Authorization: Bearer KEY'", "invalid_request_error", null, "invalid_api_key", { "WWW-Authenticate": "Bearer" });

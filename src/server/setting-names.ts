@@ -24,10 +24,13 @@ export interface SettingNames {
   readonly slots: string;
   /** the slot files' folder (ServeOptions.slotSavePath), after "Start it with" */
   readonly slotSavePath: string;
+  /** the origin whose browser pages may call the API (ServeOptions.cors), after "start it with" */
+  readonly cors: string;
 }
 
 /** the library's option names, for a server started from the library */
 export const LIBRARY_SETTING_NAMES: SettingNames = {
   kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
   cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false", slotSavePath: "slotSavePath (a folder for the slot files)",
+  cors: "a cors option",
 };
