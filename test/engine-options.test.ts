@@ -12,6 +12,9 @@ test("stories260K: a generation option of the wrong kind is one error naming it,
     const bad: [string, unknown, RegExp][] = [
       ["a misspelled option", { maxToken: 5 }, /^OptionError: unknown option "maxToken" \(did you mean maxTokens\?\); the options are maxTokens, /],
       ["a Python-style name", { top_k: 5 }, /unknown option "top_k" \(did you mean topK\?\)/],
+      // the CLI's ranking (src/units/closest.ts), as for --temp: the nearest name, where the first within two edits was topP
+      ["llama.cpp's shortened name", { temp: 0.5 }, /unknown option "temp" \(did you mean temperature\?\)/],
+      ["a stray character", { stop_: "x" }, /unknown option "stop_" \(did you mean stop\?\)/],
       ["options that are null", null, /^OptionError: generation options: expected an object, got null$/],
       ["a flag given as a string", { ignoreEos: "no" }, /^OptionError: ignoreEos: expected true or false, got "no"$/],
       ["addSpecialTokens as a string", { addSpecialTokens: "false" }, /^OptionError: addSpecialTokens: expected true or false, got "false"$/],
@@ -23,6 +26,8 @@ test("stories260K: a generation option of the wrong kind is one error naming it,
       ["promptLookup as a string", { promptLookup: "yes" }, /^OptionError: promptLookup: expected true, false or the longest n-gram to match/],
       ["draftModel that is not a model", { draftModel: "small.gguf" }, /^OptionError: draftModel: expected a loaded model \(what loadModel returns\), got "small.gguf"$/],
       ["maxTokens as a string", { maxTokens: "8" }, /^RequestError: maxTokens must be a non-negative integer, got "8"$/],
+      // shown as the string it is: "got 2" read as a valid count
+      ["logprobs as a string", { logprobs: "2" }, /^RequestError: logprobs must be an integer >= 0 \(the number of top tokens to report\), got "2"$/],
     ];
     for (const [what, options, expected] of bad) {
       const asOptions = options as GenerateOptions;
@@ -67,6 +72,7 @@ test("stories260K: a misspelled or unknown loadModel option is one error naming 
   await assert.rejects(loadModel(path, { contextsize: 5 } as never), /^OptionError: loadModel: unknown option "contextsize" \(did you mean contextSize\?\); the options are backend, threads, contextSize, /);
   await assert.rejects(loadModel(path, { n_ctx: 64 } as never), /^OptionError: loadModel: unknown option "n_ctx"; the options are /);
   await assert.rejects(loadModel(path, null as never), /^OptionError: loadModel: options must be an object, got null$/);
+  await assert.rejects(loadModel(path, { threads: "2" } as never), /^OptionError: threads must be a positive integer, got "2"$/);
   // every documented option, even left undefined, is taken
   const model = await loadModel(path, { contextSize: 64, threads: undefined, warmup: false, onWarning: () => {} });
   try {

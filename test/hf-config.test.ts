@@ -8,7 +8,7 @@ import { readGenerationConfig, readHFConfig } from "../src/formats/hf-config.js"
 import { writeSafetensors } from "../src/formats/safetensors-writer.js";
 import { applyRope, type RopeParams } from "../src/kernels/ops/index.js";
 import { openModel } from "../src/models/open.js";
-import { loadModel } from "../src/index.js";
+import { FileFieldError, loadModel } from "../src/index.js";
 import { createReferenceBackend } from "../src/kernels/reference/index.js";
 import { tokenizerFromGGUF } from "../src/tokenizer/index.js";
 import { GGUFMetadata, readGGUFHeader } from "../src/formats/gguf-reader.js";
@@ -152,8 +152,8 @@ test("folder checks: unknown and missing tensors are listed; buffers and a tied 
   assert.equal(opened.generationDefaults.temperature, 0.7);
   assert.equal(opened.tokenizer.encode("hello").length > 0, true, "the wrapped tokenizer still works");
 
-  // a folder with no tokenizer we can read fails with the folder named
-  assert.throws(() => openModel(f), (e: Error) => e.message.startsWith(`${f}: cannot load the model's tokenizer`));
+  // a folder with no tokenizer fails naming the file it lacks, a FileFieldError as readHFConfig's for config.json (before: a plain Error)
+  assert.throws(() => openModel(f), (e: Error) => e instanceof FileFieldError && e.path === join(f, "tokenizer.json") && e.message.startsWith(`${join(f, "tokenizer.json")}: file: not found (no tokenizer files: `));
 
   const st = join(f, "model.safetensors");
   const original = readFileSync(st);

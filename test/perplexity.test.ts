@@ -7,6 +7,7 @@ import { promisify } from "node:util";
 import { KVCache } from "../src/cache/kv-cache.js";
 import type { ForwardOptions, LanguageModel, ModelInfo } from "../src/models/model.js";
 import { computeKlDivergence, computePerplexity, planWindows } from "../src/perplexity/index.js";
+import { OptionError } from "../src/units/index.js";
 import { disposeSharedLlama, llamaToken, sharedLlama } from "./helpers/llama-cpp-oracle.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
@@ -49,6 +50,9 @@ test("windows: floor(n / ctx) windows, the second half scored, at least 2 x ctx 
   assert.throws(() => planWindows(15, 8), /needs at least 16 tokens; the text tokenizes to only 15/);
   assert.throws(() => planWindows(100, 2), /ctx must be an integer >= 4/);
   assert.throws(() => planWindows(100, 8, 0), /chunks must be a positive integer/);
+  // a number given as a string (from JavaScript, a form field) is shown as the string it is: "got 16" read as a valid value
+  assert.throws(() => planWindows(100, "16" as never), (e: unknown) => e instanceof OptionError && e.option === "ctx" && e.message === 'ctx must be an integer >= 4, got "16"');
+  assert.throws(() => planWindows(100, 8, "4" as never), (e: unknown) => e instanceof OptionError && e.option === "chunks" && e.message === 'chunks must be a positive integer, got "4"');
 });
 
 test("perplexity: hand-computed value, standard error, windows with BOS and batches", async () => {
@@ -56,6 +60,7 @@ test("perplexity: hand-computed value, standard error, windows with BOS and batc
   const { model, calls } = fixedModel([0, Math.log(3), 0, 0]);
   // 20 tokens, ctx 8: windows [0,8) and [8,16); scored targets are positions 5,6,7 of each
   const tokens = [9, 0, 0, 0, 0, 1, 1, 0, 9, 0, 0, 0, 0, 1, 0, 0, 2, 2, 2, 2].map((t) => t % 4);
+  await assert.rejects(computePerplexity(model, tokens, { ctx: 8, batch: "3" as never }), (e: unknown) => e instanceof OptionError && e.option === "batch" && e.message === 'batch must be a positive integer, got "3"');
   const r = await computePerplexity(model, tokens, { ctx: 8, bosId: 3, batch: 3 });
   // targets 1,1,0,1,0,0: three at -ln(1/2), three at -ln(1/6) -> ppl = exp((ln 2 + ln 6) / 2) = sqrt(12)
   assert.equal(r.tokens, 6);

@@ -5,6 +5,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createRequire } from "node:module";
+import { FileFieldError } from "../src/index.js";
 import { openTokenizer, type Tokenizer } from "../src/tokenizer/index.js";
 import { PROJECT_ROOT, sharedFile, skipWithoutShared } from "./helpers/shared.js";
 
@@ -175,7 +176,11 @@ test("broken tokenizer files fail with an error naming the file and field", () =
   assert.throws(() => openTokenizer(write("not-json", "{ nope")), /tokenizer\.json: not valid JSON/);
   const empty = join(dir, "empty");
   mkdirSync(empty, { recursive: true });
-  assert.throws(() => openTokenizer(empty), /no tokenizer files found \(expected tokenizer\.json, vocab\.json \+ merges\.txt, or vocab\.txt\)/);
+  // the class and line readHFConfig gives for a folder without config.json (before: a plain Error "no tokenizer files found";
+  // a path that names nothing was Node's ENOENT "stat '...'"), as transformers' from_pretrained names the file it did not find
+  const refused = (path: string, message: string) => (e: unknown) => e instanceof FileFieldError && e.code === "invalid_model" && e.path === path && e.field === "file" && e.message === `${path}: file: ${message}`;
+  assert.throws(() => openTokenizer(empty), refused(join(empty, "tokenizer.json"), "not found (no tokenizer files: expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)"));
+  assert.throws(() => openTokenizer(join(dir, "no-such-folder")), refused(join(dir, "no-such-folder"), "not found (expected a .gguf file or a Hugging Face model folder)"));
 });
 
 test("a hand-made Unigram tokenizer.json: Viterbi picks the highest-scoring segmentation", () => {

@@ -7,6 +7,7 @@
  */
 import { ChatTemplateError, NoChatTemplateError } from "../chat/index.js";
 import { RequestError } from "../engine/errors.js";
+import { FileFieldError } from "../formats/errors.js";
 import { GGUFError } from "../formats/gguf-reader.js";
 import { DisposedError, OptionError } from "../units/index.js";
 
@@ -25,7 +26,7 @@ type PlainField = Plain | Plain[];
 const isPlain = (value: unknown): value is Plain => typeof value === "string" || typeof value === "number" || typeof value === "boolean";
 
 /** the library's exported error classes a page can meet (browser/index.ts exports them), by name */
-const CLASSES: Record<string, new (...args: never[]) => Error> = { OptionError, RequestError, DisposedError, ChatTemplateError, NoChatTemplateError, GGUFError };
+const CLASSES: Record<string, new (...args: never[]) => Error> = { OptionError, RequestError, DisposedError, ChatTemplateError, NoChatTemplateError, FileFieldError, GGUFError };
 
 /** what the page needs of a thrown value to rebuild it */
 export function sentError(err: unknown): SentError {

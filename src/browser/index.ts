@@ -11,6 +11,8 @@ export { TsllmWorker, type StreamOptions } from "./client.js";
 export { ChatTemplateError, NoChatTemplateError } from "../chat/index.js";
 export { RequestError } from "../engine/errors.js";
 export { GGUFError } from "../formats/gguf-reader.js";
+// GGUFError's base, the class Node's README tells a caller to catch for any refused model file (code, path, field)
+export { FileFieldError, type FileFieldErrorCode } from "../formats/errors.js";
 export { DisposedError, OptionError } from "../units/index.js";
 export type { BrowserLoadOptions, BrowserModelSource } from "./engine.js";
 export type { BrowserBackendName, BrowserBackendOptions } from "./backends.js";

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 import { readFileSync } from "node:fs";
 import { NoChatTemplateError } from "../chat/index.js";
-import { printable } from "../units/index.js";
-import { closest, UsageError } from "./args.js";
+import { closest, printable } from "../units/index.js";
+import { UsageError } from "./args.js";
 import { COMMANDS, type Command } from "./commands.js";
 
 const usage = `Usage: tsllm <command> [options]   (tsllm --version)

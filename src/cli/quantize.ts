@@ -1,8 +1,8 @@
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { quantizeModel, tensorTypesRefusal, QUANTIZE_TYPES, TENSOR_TYPES, type TypeFallback } from "../convert/index.js";
-import { formatBytes } from "../units/index.js";
-import { closest, flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
+import { closest, formatBytes } from "../units/index.js";
+import { flag, optionalString, outputPath, parseWithPositionals, printWarning, strings, UsageError, type OptionSpec } from "./args.js";
 import { namedByFlag, vocabOption } from "./input-files.js";
 
 export const quantizeHelp = `Usage: tsllm quantize IN OUT.gguf --type T [--pure] [--leave-output-tensor] [--tensor-type NAME=T]...

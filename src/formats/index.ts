@@ -3,7 +3,7 @@ export { GGUFError, GGUFMetadata, readGGUFHeader } from "./gguf-reader.js";
 export { GGUFValueType, type GGUFEntry, type GGUFHeader, type GGUFTensorInfo } from "./gguf-types.js";
 export { ggufEntry, writeGGUF, type GGUFTensorSpec, type GGUFWriteEntry } from "./gguf-writer.js";
 export { firstSplitPart, GGUFSplitTensorSource, readGGUFSplit, splitCount } from "./gguf-split.js";
-export { FileFieldError, type FileFieldErrorCode } from "./errors.js";
+export { FileFieldError, readFailure, type FileFieldErrorCode } from "./errors.js";
 export { HF_ARCHITECTURES, HFConfigError, generationConfigOf, readGenerationConfig, readHFConfig, readJsonObject, type GenerationDefaults, type HFModelConfig } from "./hf-config.js";
 export { SafetensorsError, SafetensorsModel, type SafetensorsDType, type SafetensorsTensorInfo } from "./safetensors.js";
 export { writeSafetensors, writeSafetensorsSharded, type SafetensorsTensorSpec } from "./safetensors-writer.js";

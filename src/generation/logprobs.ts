@@ -1,5 +1,5 @@
 import type { TokenProbabilities } from "../sampling/index.js";
-import { OptionError } from "../units/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 
 /**
  * Log-probabilities reported with generated tokens. They are the model's own distribution:
@@ -68,6 +68,6 @@ function topK(row: Float32Array, k: number): number[] {
 
 export function validateLogprobs(k: unknown, option = "logprobs"): number | undefined {
   if (k === undefined) return undefined;
-  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new OptionError(`${option} must be an integer >= 0 (the number of top tokens to report), got ${String(k)}`, option);
+  if (typeof k !== "number" || !Number.isInteger(k) || k < 0) throw new OptionError(`${option} must be an integer >= 0 (the number of top tokens to report), got ${shownValue(k)}`, option);
   return k;
 }

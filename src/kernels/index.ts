@@ -4,7 +4,7 @@ import { createReferenceBackend, VEC_DOT } from "./reference/index.js";
 
 export { hostMemory, checkAttentionOrder, checkKVCacheType, F32_CACHE, headRowIndex, isPlainF32, KV_CACHE_TYPES, kvCacheEncoding, kvRowFloats, parseKVCacheType, type KVCacheEncoding, type KVCacheType, type KVCacheTypes, type KVRowEncoding } from "./reference/index.js";
 import { createWasmBackend } from "./wasm/index.js";
-import { OptionError } from "../units/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 
 export type { Backend, DeviceArray, MatmulEpilogue, UnaryOp } from "./backend.js";
 export { whileBackendStarts } from "./backend.js";
@@ -32,7 +32,7 @@ export async function createBackend(name: BackendName | undefined, options: { th
     throw new OptionError(`unknown backend "${String(name)}" (expected "wasm", "reference" or "webgpu")`, "backend");
   }
   if (options.threads !== undefined && (!Number.isInteger(options.threads) || options.threads < 1)) {
-    throw new OptionError(`threads must be a positive integer, got ${options.threads}`, "threads");
+    throw new OptionError(`threads must be a positive integer, got ${shownValue(options.threads)}`, "threads");
   }
   if (name === "reference") return createReferenceBackend();
   // loaded only when asked for: it loads the optional "webgpu" package (Dawn) in Node

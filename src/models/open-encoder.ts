@@ -1,6 +1,6 @@
 import { encoderLayout, HFTensorSource } from "../convert/index.js";
 import { statSync } from "node:fs";
-import { GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, transformerFolder, type SentenceTransformerConfig, type SourceTensorInfo } from "../formats/index.js";
+import { FileFieldError, GGUFError, GGUFMetadata, GGUFTensorSource, readGGUFHeader, readHFEncoderConfig, SafetensorsModel, type HFEncoderConfig, type TensorSource, readSentenceTransformerConfig, transformerFolder, type SentenceTransformerConfig, type SourceTensorInfo } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import { BertModel } from "./bert.js";
@@ -44,6 +44,8 @@ export function openEncoder(folder: string): OpenedEncoder {
   try {
     tokenizer = openTokenizer(own);
   } catch (e) {
+    // a file refused keeps its class (path, field, code): its line names the file in the folder
+    if (e instanceof FileFieldError) throw e;
     throw new Error(`${own}: cannot load the model's tokenizer: ${(e as Error).message}`);
   }
   const sentenceTransformers = readSentenceTransformerConfig(folder);

@@ -1,6 +1,6 @@
 import { statSync } from "node:fs";
 import { HFTensorSource, hfModelMetadata } from "../convert/index.js";
-import { GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults, type SourceTensorInfo } from "../formats/index.js";
+import { FileFieldError, GGUFMetadata, GGUFSplitTensorSource, readGenerationConfig, readGGUFHeader, readGGUFSplit, readHFConfig, SafetensorsModel, splitCount, type GenerationDefaults, type SourceTensorInfo } from "../formats/index.js";
 import type { Backend } from "../kernels/index.js";
 import { openTokenizer, tokenizerFromGGUF, type Tokenizer } from "../tokenizer/index.js";
 import type { LanguageModel } from "./model.js";
@@ -78,6 +78,8 @@ function openFolderTokenizer(folder: string): Tokenizer {
   try {
     return openTokenizer(folder);
   } catch (e) {
+    // a file refused keeps its class (path, field, code): its line names the file in the folder
+    if (e instanceof FileFieldError) throw e;
     throw new Error(`${folder}: cannot load the model's tokenizer: ${(e as Error).message}`);
   }
 }

@@ -1,5 +1,6 @@
 import type { KVCache } from "../cache/index.js";
 import type { LanguageModel } from "../models/index.js";
+import { OptionError, shownValue } from "../units/index.js";
 import type { WindowPlan } from "./windows.js";
 
 /**
@@ -32,6 +33,6 @@ export async function scoredLogits(model: LanguageModel, cache: KVCache, window:
 /** validates a --batch style value against the window size; returns the effective batch (at most ctx) */
 export function effectiveBatch(batch: number | undefined, ctx: number): number {
   if (batch === undefined) return ctx;
-  if (!Number.isInteger(batch) || batch < 1) throw new RangeError(`batch must be a positive integer, got ${batch}`);
+  if (!Number.isInteger(batch) || batch < 1) throw new OptionError(`batch must be a positive integer, got ${shownValue(batch)}`, "batch");
   return Math.min(batch, ctx);
 }

@@ -6,6 +6,8 @@
  * (first = floor(ctx / 2)) predict the tokens at first+1..ctx-1, so every scored token has at
  * least ctx/2 tokens of context. Each window scores ctx - 1 - first tokens.
  */
+import { OptionError, shownValue } from "../units/index.js";
+
 export interface WindowPlan {
   readonly ctx: number;
   /** windows to evaluate */
@@ -17,12 +19,12 @@ export interface WindowPlan {
 }
 
 export function planWindows(nTokens: number, ctx: number, maxChunks?: number): WindowPlan {
-  if (!Number.isInteger(ctx) || ctx < 4) throw new RangeError(`ctx must be an integer >= 4, got ${ctx}`);
+  if (!Number.isInteger(ctx) || ctx < 4) throw new OptionError(`ctx must be an integer >= 4, got ${shownValue(ctx)}`, "ctx");
   if (nTokens < 2 * ctx) {
     throw new RangeError(`perplexity with a context of ${ctx} needs at least ${2 * ctx} tokens; the text tokenizes to only ${nTokens}`);
   }
   if (maxChunks !== undefined && (!Number.isInteger(maxChunks) || maxChunks < 1)) {
-    throw new RangeError(`chunks must be a positive integer, got ${maxChunks}`);
+    throw new OptionError(`chunks must be a positive integer, got ${shownValue(maxChunks)}`, "chunks");
   }
   const all = Math.floor(nTokens / ctx);
   const first = Math.floor(ctx / 2);

@@ -51,7 +51,7 @@ export class EncoderRunner {
 
   static async open(folder: string, options: EncoderLoadOptions = {}): Promise<EncoderRunner> {
     const batchSize = options.batchSize ?? 32;
-    if (!Number.isInteger(batchSize) || batchSize < 1) throw new OptionError(`batchSize must be a positive integer, got ${batchSize}`, "batchSize");
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new OptionError(`batchSize must be a positive integer, got ${shownValue(batchSize)}`, "batchSize");
     if (options.maxLength !== undefined && (!Number.isInteger(options.maxLength) || options.maxLength < 2)) throw new OptionError(`maxLength must be an integer >= 2, got ${options.maxLength}`, "maxLength");
     const opened = openEncoder(folder);
     // a handler that is not a function would throw only at the first warning

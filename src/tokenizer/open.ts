@@ -1,6 +1,6 @@
 import { statSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { GGUFMetadata, readGGUFHeader } from "../formats/index.js";
+import { FileFieldError, GGUFMetadata, readFailure, readGGUFHeader } from "../formats/index.js";
 import { tokenizerFromGGUF } from "./gguf.js";
 import { tokenizerFromFolder } from "./hf/folder.js";
 import type { Tokenizer } from "./types.js";
@@ -13,9 +13,16 @@ const HF_FILES = new Set(["tokenizer.json", "tokenizer_config.json", "vocab.json
  * folder (or one of its tokenizer files) with tokenizer.json, vocab.json + merges.txt, or vocab.txt.
  */
 export function openTokenizer(path: string): Tokenizer {
-  const st = statSync(path);
+  let st: ReturnType<typeof statSync>;
+  try {
+    st = statSync(path, { throwIfNoEntry: false });
+  } catch (e) {
+    throw readFailure(path, e);
+  }
+  // a FileFieldError naming the path, as for a folder without tokenizer files (Node's ENOENT was "stat '...'" and no class of ours)
+  if (st === undefined) throw new FileFieldError(path, "file", "not found (expected a .gguf file or a Hugging Face model folder)");
   if (st.isDirectory()) return tokenizerFromFolder(path);
-  if (!st.isFile()) throw new Error(`${path} is neither a file nor a folder (expected a .gguf file or a model folder)`);
+  if (!st.isFile()) throw new FileFieldError(path, "file", "is neither a file nor a folder (expected a .gguf file or a Hugging Face model folder)");
   if (HF_FILES.has(basename(path))) return tokenizerFromFolder(dirname(path));
   return tokenizerFromGGUF(new GGUFMetadata(path, readGGUFHeader(path).metadata));
 }

@@ -2,6 +2,7 @@
 export { formatBytes } from "./bytes.js";
 export { printable } from "./printable.js";
 export { checkOptionKeys } from "./option-keys.js";
+export { closest } from "./closest.js";
 export { OptionError } from "./option-error.js";
 export { checkFlags, shownValue } from "./option-values.js";
 export { DisposedError } from "./disposed-error.js";

@@ -1,3 +1,4 @@
+import { closest } from "./closest.js";
 import { OptionError } from "./option-error.js";
 
 /**
@@ -8,18 +9,9 @@ import { OptionError } from "./option-error.js";
 export function checkOptionKeys(options: object, known: readonly string[], what?: string): void {
   for (const key of Object.keys(options)) {
     if (known.includes(key)) continue;
-    const near = known.find((name) => editDistance(name.toLowerCase(), key.toLowerCase()) <= 2);
+    // matched in any case (contextsize, top_k's topk), with the CLI's ranking: the nearest, not the first near one
+    const lower = new Map(known.map((name) => [name.toLowerCase(), name]));
+    const near = lower.get(closest(key.toLowerCase(), lower.keys()) ?? "");
     throw new OptionError(`${what ? `${what}: ` : ""}unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ""}; the options are ${known.join(", ")}`, key);
   }
-}
-
-/** Levenshtein distance, for suggesting the option a misspelled one meant */
-function editDistance(a: string, b: string): number {
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    row = next;
-  }
-  return row[b.length]!;
 }

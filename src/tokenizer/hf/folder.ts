@@ -1,5 +1,6 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
+import { FileFieldError } from "../../formats/index.js";
 import type { ChatTemplateReading, ChatTemplateSource } from "../types.js";
 import { chatTemplateField, chatTemplateOf, onlyNamedProblem, type ChatTemplateField } from "./chat-template.js";
 import { HFTokenizer } from "./hf-tokenizer.js";
@@ -104,7 +105,8 @@ export function tokenizerFilesIn(dir: string): "tokenizer.json" | "gpt2" | "bert
  */
 export function tokenizerFromFolder(dir: string, options: { libraryOnly?: boolean } = {}): HFTokenizer {
   const kind = tokenizerFilesIn(dir);
-  if (kind === undefined) throw new Error(`${dir}: no tokenizer files found (expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)`);
+  // the line readHFConfig gives for a folder without config.json, of the class a caller catches for any model file
+  if (kind === undefined) throw new FileFieldError(join(dir, "tokenizer.json"), "file", "not found (no tokenizer files: expected tokenizer.json, vocab.json + merges.txt, or vocab.txt)");
   const config = readConfig(dir);
   const extraEosIds = readExtraEos(dir);
   const template = chatTemplateIn(dir, config);
