@@ -72,9 +72,10 @@ function startStaticServer(model: Buffer): Promise<Server> {
 
 const rig = pagesOver(skip, () => startStaticServer(readFileSync(sharedFile(MODEL)!)), [`--host-resolver-rules=MAP ${OTHER_SITE} 127.0.0.1`]);
 
-/** the page's status line once it is past "starting…" (on the page the one reload brings, if any) */
+/** the page's status line once it is past "starting…" (on the page the one reload brings, if any;
+ * while that reload parses its new document, #status may not exist yet) */
 async function settledStatus(page: Page): Promise<string> {
-  await page.waitForFunction(() => document.getElementById("status")!.textContent !== "starting…", null, { timeout: 60_000 });
+  await page.waitForFunction(() => (document.getElementById("status")?.textContent ?? "starting…") !== "starting…", null, { timeout: 60_000 });
   return (await page.textContent("#status"))!;
 }
 
