@@ -78,6 +78,13 @@ function aliasTarget(name: string, options: OptionSpec): string | undefined {
   return Object.hasOwn(LLAMA_CPP_ALIASES, name) ? LLAMA_CPP_ALIASES[name]!.find((o) => Object.hasOwn(options, o)) : undefined;
 }
 
+/** whether a command with `options` takes the option typed as `typed` (--json, --top-k=5, -m, -ngl) */
+export function takesOption(typed: string, options: OptionSpec): boolean {
+  const name = typed.startsWith("--") ? typed.split("=")[0]! : typed;
+  return (name.startsWith("--") && Object.hasOwn(options, name.slice(2))) || aliasTarget(name, options) !== undefined
+    || (IGNORED_LLAMA_CPP_OPTIONS.has(name) && Object.hasOwn(options, "model"));
+}
+
 /**
  * `-n5`, `-n=5`, `-c512`: a short spelling with its value run into it. Node's parser read `-n5`
  * as generate's one-letter --n (5 completions, not 5 tokens, silently) and `-c512` as an unknown
@@ -171,7 +178,10 @@ function strayArgumentWay(arg: string, options: OptionSpec, modelGiven: boolean)
   if (looksLikeModel(arg)) return modelWay;
   const text = Object.hasOwn(options, "file") && pathKind(arg) === "file" ? TEXT_OPTIONS.at(-1) : TEXT_OPTIONS.find(([o]) => Object.hasOwn(options, o));
   if (text === undefined) return modelWay;
-  return `${text[1]} is given as --${text[0]} ${/[\s"'\\]/.test(arg) ? JSON.stringify(arg) : arg}`;
+  const value = /[\s"'\\]/.test(arg) ? JSON.stringify(arg) : arg;
+  // a value starting with a dash (--help, --text, "-- a" after --) is written --prompt=VALUE: after a
+  // space, one that names an option is refused as that option (parseStrict below)
+  return `${text[1]} is given as --${text[0]}${arg.startsWith("-") ? "=" : " "}${value}`;
 }
 
 function parseStrict(typed: string[], options: OptionSpec, allowPositionals: boolean): { values: ParsedValues; positionals: string[] } {

@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { formatReport, formatSampleWarnings, LLAMA_CPP_GPUS, runBenchmark, type BenchOptions, type BenchReport, type LlamaCppGpu } from "../bench/index.js";
 import { MODEL_MEANING, backendOption, flag, optionalCountList, optionalNumber, optionalString, parse, requireString, threadsOption, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
@@ -14,7 +15,8 @@ process, so the RSS is that engine's own; the table shows medians. A tsllm run's
 kept in --json's samples as "warnings".
 
 Options:
-  --model FILE          GGUF model file (required)
+  --model FILE          GGUF model file, or a Hugging Face model folder or Hub reference org/name[:QUANT]
+                        for tsllm alone (required; --vs-llama-cpp needs a GGUF file)
   --threads N           compute threads (default -1; 0 or less: all cores)
   --prompt-tokens N     prompt length in tokens, BOS included; random ids, the same for both engines (default 128)
   --gen-tokens N        decode steps (default 128; 0: prefill only, decode shown as -, null in --json,
@@ -84,6 +86,10 @@ export async function runBench(argv: string[]): Promise<void> {
   // a hub reference is downloaded once, after the flags are checked, where Ctrl-C stops it as it
   // stops tsllm download (each benchmark's workers were given the reference and fetched it themselves)
   const model = await resolveInterruptibly("bench", modelPath);
+  // llama.cpp reads GGUF only: a folder failed its worker with EISDIR after every tsllm run had taken its time
+  if (options.vsLlamaCpp && statSync(model, { throwIfNoEntry: false })?.isDirectory()) {
+    throw new UsageError(`--vs-llama-cpp needs a GGUF file (llama.cpp reads no model folder); --model ${model} is a folder: tsllm convert --model ${model} --out FILE.gguf makes one`);
+  }
   for (const promptTokens of prompts) {
     for (const genTokens of gens) {
       const report = await runBenchmark({ ...options, modelPath: model, promptTokens, genTokens });

@@ -2,7 +2,7 @@
 import { readFileSync } from "node:fs";
 import { NoChatTemplateError } from "../chat/index.js";
 import { closest, printable } from "../units/index.js";
-import { UsageError } from "./args.js";
+import { takesOption, UsageError } from "./args.js";
 import { COMMANDS, type Command } from "./commands.js";
 
 const usage = `Usage: tsllm <command> [options]   (tsllm --version)
@@ -31,7 +31,8 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return command === undefined ? 2 : 0;
   }
-  if (command === "--version" || command === "-V") {
+  // -v as node -v, npm -v and ollama -v: no command takes it, and here it can mean nothing else
+  if (command === "--version" || command === "-V" || command === "-v") {
     // `tsllm --version extra` printed the version and dropped the rest, as no command does
     if (rest.length > 0) throw new UsageError(`unexpected argument '${rest[0]}' (${command} takes no arguments)`);
     // package.json is two folders up from both src/cli/ and dist/cli/
@@ -47,7 +48,15 @@ async function main(argv: string[]): Promise<number> {
 function commandNamed(name: string): Command {
   const cmd = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (cmd) return cmd;
-  if (name.startsWith("-")) throw new UsageError(`tsllm takes a command first, then its options: tsllm generate ${name} ... (commands: ${Object.keys(COMMANDS).join(", ")})`);
+  if (name.startsWith("-")) {
+    // the advice is a command that takes the option (`tsllm convert --verbose`); `tsllm generate -v`
+    // was refused in its turn, and `tsllm --versio` meant no command at all
+    const taking = Object.keys(COMMANDS).filter((c) => takesOption(name, COMMANDS[c]!.options));
+    const commands = `(commands: ${Object.keys(COMMANDS).join(", ")})`;
+    if (taking.length > 0) throw new UsageError(`tsllm takes a command first, then its options: tsllm ${taking.includes("generate") ? "generate" : taking[0]} ${name} ... ${commands}`);
+    const own = name.startsWith("--") ? closest(name.slice(2).split("=")[0]!, ["version", "help"]) : undefined;
+    throw new UsageError(`unknown option ${name}${own ? ` (did you mean --${own}?)` : `: tsllm takes a command first, then its options ${commands}`}`);
+  }
   const suggestion = Object.hasOwn(OTHER_TOOLS_NAMES, name) ? OTHER_TOOLS_NAMES[name] : closest(name, Object.keys(COMMANDS));
   throw new UsageError(`unknown command "${name}"${suggestion ? ` (did you mean "${suggestion}"?)` : ` (commands: ${Object.keys(COMMANDS).join(", ")})`}`);
 }
