@@ -38,6 +38,15 @@
 // cache with them (the same rounds, proposals and acceptances as alone, where no round of theirs
 // found the draft's pool full: then greedy ones still their solo tokens, sampled ones unchecked).
 //
+// A third of the requests have slow readers (SlowReader): awaiting a few ms between events, pausing
+// for passes, reading in bursts, leaving mid-way (cancel(), as Model.submit's events() on a break),
+// or, under "preempt", stalling until every other request has settled. A reader 64 events behind
+// pauses its request, which under "preempt" is preempted for what needs its room and waits until
+// its reader reads on: still its solo tokens, its events each once (a leaver's a prefix, its tokens
+// as an aborted one's). A stall during which no pass runs for 1.5 s while a request read at once (and
+// not pinned to a slot, which may wait for the stalled one's slot) is unsettled is a defect: the
+// stalled reader held it back.
+//
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
 // greedy tokens must start with the engine's solo tokens.
@@ -158,7 +167,24 @@ interface Job {
   preAborted: boolean;
   /** the model that drafts for a speculative request (the target itself, or another of the same vocabulary) */
   draft?: Target;
+  /** how its events are read (undefined: each as it comes) */
+  reader?: SlowReader;
 }
+
+/**
+ * A slow reader of a request's events: awaits a while between events, pauses for some passes,
+ * reads in bursts, leaves mid-way (cancel(), as Model.submit's events() does when its caller
+ * breaks out), or stalls until every other request has settled (admission "preempt" only: a
+ * reserved request is never preempted, so one stalled reader holds its room by design). A reader
+ * more than 64 events behind pauses its request (the bounded backlog); under "preempt" a paused
+ * request is preempted for what needs its room, and waits until its reader catches up.
+ */
+type SlowReader =
+  | { kind: "delays"; maxMs: number }
+  | { kind: "pause"; after: number; passes: number }
+  | { kind: "bursts"; size: number; passes: number }
+  | { kind: "leave"; after: number }
+  | { kind: "stall"; after: number };
 
 interface Case {
   target: Target;
@@ -315,6 +341,14 @@ async function makeCase(rng: Rng): Promise<Case> {
   for (const j of jobs) {
     if (chance(rng, 1 / 3)) j.params = { ...j.params, slot: crowded ?? int(rng, 0, sequences - 1) };
   }
+  // slow readers for a third of the requests (drawn last, so the cases' other draws are what they were)
+  for (const j of jobs) {
+    if (!chance(rng, 1 / 3)) continue;
+    const kinds: SlowReader["kind"][] = ["delays", "pause", "pause", "bursts", "leave", ...(admission === "preempt" ? (["stall", "stall"] as const) : [])];
+    const kind = pick(rng, kinds);
+    // (pauses and stalls past 64 events: the request pauses on its backlog)
+    j.reader = kind === "delays" ? { kind, maxMs: pick(rng, [1, 3, 10]) } : kind === "pause" ? { kind, after: int(rng, 0, 20), passes: pick(rng, [5, 40, 120]) } : kind === "bursts" ? { kind, size: int(rng, 2, 80), passes: int(rng, 1, 70) } : { kind, after: int(rng, 0, 30) };
+  }
   return { target, maxSequences: sequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned };
 }
 
@@ -351,7 +385,7 @@ async function stopAcrossTokens(rng: Rng, target: Target, job: Job): Promise<{ j
 /** a job's parameters as text (no model objects) */
 function describe(j: Job): string {
   const d = j.params.decoding.kind === "speculative" ? { ...j.params.decoding, draft: j.draft?.name } : j.params.decoding;
-  return JSON.stringify({ ...j.params, decoding: d, arriveAt: j.arriveAt, abortAt: j.abortAt, preAborted: j.preAborted || undefined });
+  return JSON.stringify({ ...j.params, decoding: d, arriveAt: j.arriveAt, abortAt: j.abortAt, preAborted: j.preAborted || undefined, reader: j.reader });
 }
 
 interface Internals {
@@ -403,14 +437,24 @@ function auditSlots(engine: Engine, queue: readonly EngineRequest[], index: (r: 
   const started = new Set(s.running.filter((r) => queue.includes(r)));
   for (const [w, r] of queue.entries()) {
     const pin = r.params.slot;
-    if (pin === undefined || !s.waiting.includes(r) || holder.has(pin)) continue;
+    // (one preempted while its reader lagged waits for its reader, passed meanwhile)
+    if (pin === undefined || !s.waiting.includes(r) || holder.has(pin) || r.backlog > 64) continue;
     const passed = queue.slice(w + 1).filter((x) => started.has(x));
     if (passed.length > 0) bad.push(`request ${index(r)} waits for slot ${pin}, which is free, while request ${passed.map(index).join(", ")} behind it started`);
   }
   return bad.slice(0, 5).join("; ");
 }
 
-interface Got { outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean; /** times the engine preempted it */ preemptions: number }
+interface Got {
+  outcome?: RequestOutcome; error?: unknown; events: RequestEvent[]; aborted: boolean; /** times the engine preempted it */ preemptions: number;
+  /** its slow reader left mid-way (cancelled it): its events are a prefix of what it emitted */
+  left?: boolean;
+}
+
+/** slow readers' counts over the run: requests read slowly, paused on their backlog, preempted while their reader lagged, left mid-way, stalls released by the no-progress bound */
+const slow = { readers: 0, paused: 0, preemptedBehind: 0, left: 0, stalls: 0, stallsBounded: 0 };
+/** how long no pass may run while a stalled reader waits on requests that could run before the stall is released (a request held back by it) */
+const STALL_BOUND_MS = 1500;
 
 /** the case's jobs through one engine, arrivals and aborts at their passes; defects found on the way go to `defects` */
 async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
@@ -433,13 +477,75 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
       requests[i] = request;
       settled.push((async () => {
         try {
-          for await (const ev of request) got[i]!.events.push(ev);
+          await read(i, request, job.reader);
           got[i]!.outcome = await request.outcome;
         } catch (e) {
           got[i]!.error = e;
         }
         got[i]!.preemptions = request.preemptions;
+        done[i] = true;
       })());
+    }
+  };
+  /** which requests have settled, and whose reader is waiting on purpose (paused, stalled) */
+  const done: boolean[] = c.jobs.map(() => false);
+  const holding: boolean[] = c.jobs.map(() => false);
+  const tick = () => new Promise((r) => setTimeout(r, 1));
+  /** waits until `passes` more passes ran, or none ran for 100 ms (the engine waits for this reader, or on nothing) */
+  const awaitPasses = async (passes: number) => {
+    const until = pass + passes;
+    let last = pass, since = Date.now();
+    while (pass < until && Date.now() - since < 100) {
+      await tick();
+      if (pass !== last) [last, since] = [pass, Date.now()];
+    }
+  };
+  /** the request's events, read as its reader reads them */
+  const read = async (i: number, request: EngineRequest, reader: SlowReader | undefined) => {
+    if (reader) slow.readers++;
+    const it = request[Symbol.asyncIterator]();
+    let n = 0;
+    const hold = async (what: () => Promise<void>) => {
+      holding[i] = true;
+      const preemptions = request.preemptions;
+      await what();
+      if (request.backlog > 64) slow.paused++;
+      if (request.preemptions > preemptions) slow.preemptedBehind++;
+      holding[i] = false;
+    };
+    for (;;) {
+      if (reader?.kind === "leave" && n === reader.after) {
+        // as Model.submit's events() when its caller breaks out: the request is cancelled
+        await it.return?.();
+        request.cancel();
+        got[i]!.left = true;
+        slow.left++;
+        return;
+      }
+      if (reader?.kind === "pause" && n === reader.after) await hold(() => awaitPasses(reader.passes));
+      if (reader?.kind === "bursts" && n > 0 && n % reader.size === 0) await hold(() => awaitPasses(reader.passes));
+      if (reader?.kind === "stall" && n === reader.after) {
+        slow.stalls++;
+        await hold(async () => {
+          // until every other request has settled; a pass must run meanwhile while another can
+          // (one read at once and not pinned: a pinned one may wait for the slot this one holds)
+          let last = pass, since = Date.now();
+          while (done.some((d, j) => !d && j !== i)) {
+            await tick();
+            if (pass !== last) [last, since] = [pass, Date.now()];
+            if (Date.now() - since < STALL_BOUND_MS) continue;
+            const heldBack = c.jobs.map((_, j) => j).filter((j) => j !== i && !done[j] && !holding[j] && j < submitted && c.jobs[j]!.params.slot === undefined);
+            if (heldBack.length > 0) defects.push(`request ${i}'s stalled reader (${n} events read, backlog ${request.backlog}) held back request ${heldBack.join(", ")}: no pass for ${STALL_BOUND_MS} ms`);
+            slow.stallsBounded++;
+            break;
+          }
+        });
+      }
+      if (reader?.kind === "delays") await new Promise((r) => setTimeout(r, Math.floor(Math.random() * (reader.maxMs + 1))));
+      const e = await it.next();
+      if (e.done) return;
+      got[i]!.events.push(e.value);
+      n++;
     }
   };
   const onPass = () => {
@@ -504,7 +610,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
     pass = Math.max(pass, c.jobs[submitted]?.arriveAt ?? pass);
     submitDue();
   }
-  got.forEach((g, i) => (g.aborted = controllers[i]!.signal.aborted));
+  got.forEach((g, i) => (g.aborted = controllers[i]!.signal.aborted || g.left === true));
   // a pinned request that ran: its first choice ran in its slot (what serve reports as id_slot)
   c.jobs.forEach((j, i) => {
     const pin = j.params.slot, ran = requests[i]?.slots[0];
@@ -619,6 +725,12 @@ function compare(job: Job, got: Got, solo: { outcome?: RequestOutcome; error?: u
   for (let i = 0; i < a.choices.length; i++) {
     const tokens = got.events.filter((e) => e.choice === i && e.step?.token !== undefined).map((e) => e.step!.token!);
     const ends = got.events.filter((e) => e.choice === i && e.finishReason !== undefined);
+    // (a reader that left read a prefix of them)
+    if (got.left) {
+      if (job.params.decoding.kind !== "beam" && !isPrefix(tokens, a.choices[i]!.completionTokens)) return `choice ${i}: events read before leaving carried ${JSON.stringify(tokens)}, not a prefix of the outcome's ${JSON.stringify(a.choices[i]!.completionTokens)}`;
+      if (ends.length > 1) return `choice ${i}: ${ends.length} end events`;
+      continue;
+    }
     if (job.params.decoding.kind !== "beam" && JSON.stringify(tokens) !== JSON.stringify(a.choices[i]!.completionTokens)) return `choice ${i}: events carried ${JSON.stringify(tokens)}, the outcome ${JSON.stringify(a.choices[i]!.completionTokens)}`;
     // (a request aborted before its prompt was computed ends without an event: the server reads it so)
     if (ends.length !== 1 && !(got.aborted && ends.length === 0 && a.prefilledAt === 0)) return `choice ${i}: ${ends.length} end events`;
@@ -662,5 +774,5 @@ for (let k = first; k <= last; k++) {
   }
 }
 for (const t of targets) t.model.dispose();
-console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), ${draftFallbacks} draft-pool fallbacks (${draftResumes} drafting again), seed ${opts.seed}: ${defectsTotal} defects, ${pinned} requests pinned to a slot, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+console.log(`${last - first + 1} cases, ${requests} requests (${aborted} aborted${llamaGreedy ? `, ${llamaChecked} greedy against llama.cpp` : ""}), ${evictions} cached prefix blocks evicted, ${preemptions} preemptions (${preempted} requests: ${preemptedGroups} with n choices, ${preemptedBeams} beam searches, ${preemptedSpeculative} speculative, ${preemptedDrafting} of them with a draft model), ${draftFallbacks} draft-pool fallbacks (${draftResumes} drafting again), seed ${opts.seed}: ${defectsTotal} defects, ${pinned} requests pinned to a slot, ${slow.readers} slow readers (${slow.paused} paused on their backlog, ${slow.preemptedBehind} preempted while their reader lagged, ${slow.left} left mid-way, ${slow.stalls} stalled till the others settled, ${slow.stallsBounded} of them released by the no-progress bound), ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 process.exit(defectsTotal > 0 ? 1 : 0);

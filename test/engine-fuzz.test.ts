@@ -21,4 +21,6 @@ test("the engine fuzzer: random batches through one engine give each request its
   // (seed 13's three cases include a burst whose draft-model requests outgrow the pool, and rounds
   // that find the draft model's planned KV pool full and decode plainly)
   assert.match(r.stdout, /3 cases, \d+ requests \(\d+ aborted\), \d+ cached prefix blocks evicted, [1-9]\d* preemptions \(\d+ requests: \d+ with n choices, \d+ beam searches, \d+ speculative, [1-9]\d* of them with a draft model\), [1-9]\d* draft-pool fallbacks \(\d+ drafting again\), seed 13: 0 defects/);
+  // (a third of the requests read slowly: paused, in bursts, leaving, stalled)
+  assert.match(r.stdout, /requests pinned to a slot, [1-9]\d* slow readers \(\d+ paused on their backlog/);
 });

@@ -656,7 +656,8 @@ export class Engine {
         // nothing can run until something changes (a new request, an abort, a reader catching up)
         await new Promise<void>((resolve) => {
           this.wakeLoop = resolve;
-          if (s.running.some((r) => r.backlog > 0)) setTimeout(resolve, 1);
+          // (a reader behind wakes nothing when it reads: polled, a request preempted while its reader lagged included)
+          if (s.running.some((r) => r.backlog > 0) || s.waiting.some((r) => r.backlog > 0)) setTimeout(resolve, 1);
         });
         continue;
       }

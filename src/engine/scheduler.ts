@@ -191,13 +191,25 @@ export class Scheduler implements StrategyHost {
     const admitted: EngineRequest[] = [];
     for (let w = 0; (!preempted || chunks.length === 0) && w < this.waiting.length && budget > 0;) {
       const request = this.waiting[w]!;
-      // (one waiting for its own slot holds nobody back: llama-server defers only that task)
-      if (!this.startable(request, admitted)) {
+      // (one waiting for its own slot holds nobody back: llama-server defers only that task; nor
+      // does one preempted while its reader lagged, which would only be paused again, holding room)
+      if (!this.startable(request, admitted) || request.backlog > MAX_BACKLOG) {
         w++;
         continue;
       }
-      if (this.runningSequences + request.strategy.width > this.limits.maxSequences) break;
-      if (!this.admit(request)) break;
+      if (this.runningSequences + request.strategy.width > this.limits.maxSequences || !this.admit(request)) {
+        // a running request whose reader lags past the limit computes nothing while it holds its
+        // sequences and blocks: it is preempted to make room (it waits, queued first, until its
+        // reader catches up). Before, one stalled reader held every request that needed its room
+        // (a waiting one, or one that had preempted itself for a block) until it read again, where
+        // vLLM and llama-server buffer a slow client's output and free the room when it ends.
+        const idle = this.pausedPreemptible();
+        if (idle === undefined) break;
+        this.preempt(idle);
+        // (queued first, in front of this one)
+        w++;
+        continue;
+      }
       this.waiting.splice(w, 1);
       admitted.push(request);
       prefill(request);
@@ -369,6 +381,15 @@ export class Scheduler implements StrategyHost {
   /** whether the request may be preempted (admission "preempt" and a strategy that can be recomputed from its tokens) */
   private preemptible(request: EngineRequest): boolean {
     return this.limits.admission === "preempt" && request.strategy.recomputable === true;
+  }
+
+  /** the most recently admitted preemptible request whose reader lags past the limit (it plans no chunk then: decodes skip it, and it was not admitted or recomputing while it lagged) */
+  private pausedPreemptible(): EngineRequest | undefined {
+    for (let i = this.running.length - 1; i >= 0; i--) {
+      const r = this.running[i]!;
+      if (this.preemptible(r) && r.prefilled && !r.recomputing && r.backlog > MAX_BACKLOG) return r;
+    }
+    return undefined;
   }
 
   private newestPreemptible(): EngineRequest | undefined {
