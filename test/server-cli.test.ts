@@ -163,7 +163,8 @@ test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, b
     // 2 MiB: under the default 4 MiB, over the flag's
     const big = await post(`${s.url}/v1/completions`, { prompt: "x".repeat(2 * 2 ** 20) });
     assert.equal(big.status, 413, JSON.stringify(big.json));
-    assert.match(big.json.error.message, /larger than the 1048576 bytes/);
+    // (naming the flag that raises it, as the 408 and 429 name theirs)
+    assert.match(big.json.error.message, /larger than the 1048576 bytes this server accepts \(--body-limit\)$/);
     // a body of 1000 KiB holds 936 KiB of the budget (its first 64 KiB are free) while it arrives;
     // another's 300 KiB would take the total past 1 MiB
     const held = (port: number, bytes: number, declared: number) => {
@@ -184,6 +185,7 @@ test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, b
     assert.match(second(), /^HTTP\/1\.1 503 /);
     assert.match(second(), /\r\nretry-after: 1\r\n/i);
     assert.match(second(), /"code":"server_busy"/);
+    assert.match(second(), /as many as it holds at once \(--bodies-limit\); retry later/);
   } finally {
     for (const socket of sockets) socket.destroy();
     s.child.kill("SIGKILL");

@@ -124,7 +124,7 @@ export const SERVE_ARGS: OptionSpec = {
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
-  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR", cors: "--cors ORIGIN",
+  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR", cors: "--cors ORIGIN", bodyLimit: "--body-limit", bodiesLimit: "--bodies-limit",
 };
 
 /** --slot-save-path: an existing folder, checked before the model loads (llama-server's "not a directory") */

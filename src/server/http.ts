@@ -11,13 +11,19 @@ export const DEFAULT_BODY_LIMIT = 4 * 2 ** 20;
 /** the largest bodyLimit: a body is decoded into one string, and a longer one than this cannot be (a 500 instead of a 413) */
 export const MAX_BODY_LIMIT = constants.MAX_STRING_LENGTH;
 
+/** the largest request body a server takes, and what its refusals call that setting (ServeOptions.bodyLimit, `tsllm serve --body-limit`) */
+export interface BodyLimit {
+  readonly bytes: number;
+  readonly setting: string;
+}
+
 /**
- * Reads a request body up to `limit` bytes, decompressed where its Content-Encoding is gzip,
+ * Reads a request body up to `limit.bytes` bytes, decompressed where its Content-Encoding is gzip,
  * deflate or br (as llama-server's HTTP library does); more bytes, sent or unpacked, are a 413
  * (the rest is not read), another encoding a 415. A request that ends before its body does (the
  * client left, or the server's read timeout cut it) rejects.
  */
-export async function readBody(req: IncomingMessage, limit: number, budget?: BodyBudget): Promise<Buffer> {
+export async function readBody(req: IncomingMessage, limit: BodyLimit, budget?: BodyBudget): Promise<Buffer> {
   const decode = checkBodyHeaders(req, limit);
   let size = 0;
   const read = new Promise<Buffer>((resolve, reject) => {
@@ -28,7 +34,7 @@ export async function readBody(req: IncomingMessage, limit: number, budget?: Bod
       reject(e);
     };
     req.on("data", (chunk: Buffer) => {
-      if (size + chunk.length > limit) return refuse(tooLarge(limit));
+      if (size + chunk.length > limit.bytes) return refuse(tooLarge(limit));
       if (budget && !budget.take(size, chunk.length)) return refuse(budget.busy());
       size += chunk.length;
       parts.push(chunk);
@@ -82,7 +88,8 @@ export class BodyCutOff extends Error {
 export class BodyBudget {
   private counted = 0;
 
-  constructor(readonly max: number) {}
+  /** `setting`: what the 503 calls the bound (ServeOptions.bodiesLimit, `tsllm serve --bodies-limit`) */
+  constructor(readonly max: number, private readonly setting = "bodiesLimit") {}
 
   /** whether a body that has `had` bytes may hold `bytes` more (then they are counted) */
   take(had: number, bytes: number): boolean {
@@ -119,7 +126,7 @@ export class BodyBudget {
   }
 
   busy(): ApiError {
-    return new ApiError(503, `the server holds ${this.max} bytes of request bodies already (arriving, or being made into prompts), as many as it holds at once; retry later`, "server_error", null, "server_busy", { "Retry-After": "1", Connection: "close" });
+    return new ApiError(503, `the server holds ${this.max} bytes of request bodies already (arriving, or being made into prompts), as many as it holds at once (${this.setting}); retry later`, "server_error", null, "server_busy", { "Retry-After": "1", Connection: "close" });
   }
 }
 
@@ -128,15 +135,15 @@ export class BodyBudget {
  * encoding this server does not read a 415 (so a client that waits for "100 Continue" is
  * refused before it sends the body); else how the body is unpacked.
  */
-export function checkBodyHeaders(req: IncomingMessage, limit: number): (body: Buffer) => Buffer {
+export function checkBodyHeaders(req: IncomingMessage, limit: BodyLimit): (body: Buffer) => Buffer {
   const decode = decoderOf(req.headers["content-encoding"], limit);
   const declared = Number(req.headers["content-length"]);
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+  if (Number.isFinite(declared) && declared > limit.bytes) throw tooLarge(limit);
   return decode;
 }
 
 /** how a body in `encoding` becomes its bytes, unpacking at most `limit` of them */
-function decoderOf(encoding: string | undefined, limit: number): (body: Buffer) => Buffer {
+function decoderOf(encoding: string | undefined, limit: BodyLimit): (body: Buffer) => Buffer {
   const name = (encoding ?? "identity").trim().toLowerCase();
   if (name === "identity" || name === "") return (body) => body;
   const unpack = { gzip: gunzipSync, "x-gzip": gunzipSync, deflate: inflateSync, br: brotliDecompressSync }[name];
@@ -145,7 +152,7 @@ function decoderOf(encoding: string | undefined, limit: number): (body: Buffer) 
   }
   return (body) => {
     try {
-      return unpack(body, { maxOutputLength: limit });
+      return unpack(body, { maxOutputLength: limit.bytes });
     } catch (e) {
       if (e instanceof RangeError) throw tooLarge(limit, "unpacked");
       throw new ApiError(400, `the request body is not valid ${name} data (its Content-Encoding): ${(e as Error).message}`, "invalid_request_error", null, "invalid_content_encoding");
@@ -160,8 +167,9 @@ function counts(size: number): number {
   return Math.max(0, size - FREE_BODY_BYTES);
 }
 
-function tooLarge(limit: number, unpacked?: "unpacked"): ApiError {
-  return new ApiError(413, `the request body is larger than the ${limit} bytes this server accepts${unpacked ? " once unpacked" : ""}`, "invalid_request_error", null, "request_too_large");
+/** (the setting named: the client's operator, or the operator reading it in a log, learns what raises the limit, as the 408 and 429 name theirs) */
+function tooLarge(limit: BodyLimit, unpacked?: "unpacked"): ApiError {
+  return new ApiError(413, `the request body is larger than the ${limit.bytes} bytes this server accepts${unpacked ? " once unpacked" : ""} (${limit.setting})`, "invalid_request_error", null, "request_too_large");
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });

@@ -17,7 +17,7 @@ import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./em
 import type { ServeContext } from "./context.js";
 import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
 import { ApiError, internal, invalid } from "./errors.js";
-import { authorized, BodyBudget, BodyCutOff, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
+import { authorized, BodyBudget, BodyCutOff, type BodyLimit, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
 import { defined, optBoolean, type Body } from "./params.js";
@@ -267,7 +267,7 @@ export class OpenAIServer {
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
     this.settings = { ...LIBRARY_SETTING_NAMES, ...options.settingNames };
-    this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit));
+    this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit), this.settings.bodiesLimit);
     if (options.draftTokens !== undefined && !(Number.isInteger(options.draftTokens) && options.draftTokens >= 1)) throw new RangeError(`draftTokens must be an integer >= 1, got ${options.draftTokens}`);
     if (options.slotSavePath !== undefined) checkSlotFolder(options.slotSavePath, "slotSavePath");
     Promise.all([model, options.draftModel]).then(([m, draft]) => {
@@ -549,7 +549,7 @@ export class OpenAIServer {
         throw new ApiError(503, "the server is shutting down", "server_error", null, "shutting_down", { "Retry-After": "1" });
       }
       if (expectsContinue) {
-        checkBodyHeaders(req, this.bodyLimit);
+        checkBodyHeaders(req, this.namedBodyLimit);
         res.writeContinue();
       }
       await handler(req, res);
@@ -576,7 +576,7 @@ export class OpenAIServer {
   }
 
   private async json(req: IncomingMessage): Promise<Body> {
-    return parseJsonObject(await readBody(req, this.bodyLimit, this.bodies));
+    return parseJsonObject(await readBody(req, this.namedBodyLimit, this.bodies));
   }
 
   /** tokens the draft model proposes a round at most (draftTokens, else the engine's default): what its KV pool is planned for */
@@ -586,6 +586,11 @@ export class OpenAIServer {
 
   private get bodyLimit(): number {
     return this.options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  }
+
+  /** the body limit with what its 413 calls it */
+  private get namedBodyLimit(): BodyLimit {
+    return { bytes: this.bodyLimit, setting: this.settings.bodyLimit };
   }
 
   /** the handlers' view of the server; 503 while the model loads */
@@ -780,7 +785,7 @@ export class OpenAIServer {
   /** llama-server's POST /slots/{id_slot}?action=erase|save|restore (slots.ts); the body (save and restore's filename) is parsed only for those two */
   private async slotAction(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { model } = this.ready();
-    const raw = await readBody(req, this.bodyLimit, this.bodies);
+    const raw = await readBody(req, this.namedBodyLimit, this.bodies);
     const files = { setting: this.settings.slotSavePath, ...(this.options.slotSavePath !== undefined ? { folder: this.options.slotSavePath } : {}) };
     await this.reply(res, 200, await slotAction(model, pathOf(req).slice(SLOT_PREFIX.length), queryOf(req), () => parseJsonObject(raw), files));
   }

@@ -24,6 +24,10 @@ export interface SettingNames {
   readonly slots: string;
   /** the slot files' folder (ServeOptions.slotSavePath), after "Start it with" */
   readonly slotSavePath: string;
+  /** the largest request body (ServeOptions.bodyLimit) */
+  readonly bodyLimit: string;
+  /** the request bodies held at once, all together (ServeOptions.bodiesLimit) */
+  readonly bodiesLimit: string;
   /** the origin whose browser pages may call the API (ServeOptions.cors), after "start it with" */
   readonly cors: string;
 }
@@ -32,5 +36,5 @@ export interface SettingNames {
 export const LIBRARY_SETTING_NAMES: SettingNames = {
   kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
   cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false", slotSavePath: "slotSavePath (a folder for the slot files)",
-  cors: "a cors option",
+  cors: "a cors option", bodyLimit: "bodyLimit", bodiesLimit: "bodiesLimit",
 };
