@@ -43,7 +43,7 @@
 // or, under "preempt", stalling until every other request has settled. A reader 64 events behind
 // pauses its request, which under "preempt" is preempted for what needs its room and waits until
 // its reader reads on: still its solo tokens, its events each once (a leaver's a prefix, its tokens
-// as an aborted one's). A stall during which no pass runs for 1.5 s while a request read at once (and
+// as an aborted one's). A stall during which no pass runs for 5 s while a request read at once (and
 // not pinned to a slot, which may wait for the stalled one's slot) is unsettled is a defect: the
 // stalled reader held it back.
 //
@@ -454,7 +454,7 @@ interface Got {
 /** slow readers' counts over the run: requests read slowly, paused on their backlog, preempted while their reader lagged, left mid-way, stalls released by the no-progress bound */
 const slow = { readers: 0, paused: 0, preemptedBehind: 0, left: 0, stalls: 0, stallsBounded: 0 };
 /** how long no pass may run while a stalled reader waits on requests that could run before the stall is released (a request held back by it) */
-const STALL_BOUND_MS = 1500;
+const STALL_BOUND_MS = 5000;
 
 /** the case's jobs through one engine, arrivals and aborts at their passes; defects found on the way go to `defects` */
 async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
