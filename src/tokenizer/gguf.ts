@@ -4,7 +4,7 @@ import { KNOWN_PRE_TOKENIZERS, preTokenizerPatterns } from "./pre-tokenizers.js"
 import { detectSpecialTokens } from "./gguf-eog.js";
 import { onlyNamedProblem } from "./hf/chat-template.js";
 import { TokenType, type ChatTemplateReading, type ChatTemplateSource, type Tokenizer } from "./types.js";
-import { tokenIndex, VocabTokenizer } from "./vocab-tokenizer.js";
+import { type SpecialIdRole, tokenIndex, VocabTokenizer } from "./vocab-tokenizer.js";
 
 type Model = "llama" | "gpt2" | "bert";
 
@@ -137,6 +137,22 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     for (const t of ["<unk>", "<s>", "<|endoftext|>"]) { const id = byText.get(t); if (id !== undefined) rstripIds.delete(id); }
   }
 
+  // llama.cpp has no default BOS for gemma4 (nor glm4) and asserts when it tokenizes with special tokens;
+  // tsllm loads such a file as it does and names the key wanted when one is needed
+  const missingIdMessage = (what: SpecialIdRole): string => {
+    const key = { BOS: "bos_token_id", EOS: "eos_token_id", CLS: "cls_token_id", SEP: "seperator_token_id", UNK: "unknown_token_id" }[what];
+    const full = `tokenizer.ggml.${key}`;
+    const found = meta.has(full) ? `${meta.u32(full)} is outside the vocabulary of ${n} tokens` : what === "CLS" ? "missing (and no tokenizer.ggml.bos_token_id)" : "missing";
+    const role = {
+      BOS: `the BOS token this ${modelName} tokenizer puts in front of the text${modelName === "gemma4" ? " (always; llama.cpp has no default id for gemma4)" : ""}`,
+      EOS: `the EOS token this ${modelName} tokenizer puts after the text (add_eos)`,
+      CLS: "the CLS token a BERT tokenizer puts in front of the text",
+      SEP: "the SEP token a BERT tokenizer puts after the text",
+      UNK: "the unknown token WordPiece writes for a word it cannot spell",
+    }[what];
+    return `${meta.path}: ${full}: ${found}; expected the id of ${role}`;
+  };
+
   return new VocabTokenizer({
     model, pre, tokens, types, scores, merges, prePatterns,
     mergeName: (i) => `${meta.path}: tokenizer.ggml.merges[${i}]`,
@@ -149,6 +165,7 @@ export function tokenizerFromGGUF(meta: GGUFMetadata): Tokenizer {
     dropWhitespace: modelName === "whitespace" ? { lowercase: meta.bool("tokenizer.ggml.normalizer.lowercase") ?? pre !== "whitespace" } : undefined,
     bosId, eosId, unkId, padId, sepId, clsId, maskId,
     eogIds: special.endOfGeneration, eotId: special.endOfTurn, fimIds: special.fim, addBos, addEos, addSpacePrefix, lstripIds, rstripIds,
+    missingIdMessage,
     ...ggufChatTemplate(meta),
   });
 }

@@ -65,7 +65,12 @@ export interface VocabSpec extends ChatTemplateReading {
   readonly addSpacePrefix: boolean;
   readonly lstripIds?: ReadonlySet<number>;
   readonly rstripIds?: ReadonlySet<number>;
+  /** the error line when encoding needs a special id the vocabulary lacks, naming the file and key it came from */
+  readonly missingIdMessage?: (what: SpecialIdRole) => string;
 }
+
+/** the special ids encoding may need */
+export type SpecialIdRole = "BOS" | "EOS" | "CLS" | "SEP" | "UNK";
 
 const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
@@ -159,6 +164,7 @@ export class VocabTokenizer implements Tokenizer {
   private readonly allSpecial: SpecialMatcher;
   private readonly userDefinedOnly: SpecialMatcher;
   private readonly bytesCache: (Uint8Array | undefined)[];
+  private readonly missingIdMessage?: (what: SpecialIdRole) => string;
   private readonly bpe?: BPE;
   /** where a gpt2 word too long to hold the event loop for is cut (made on first use) */
   private longWordCuts?: ByteLevelCuts;
@@ -187,6 +193,7 @@ export class VocabTokenizer implements Tokenizer {
     this.chatTemplateProblem = spec.chatTemplateProblem;
     this.namedChatTemplates = spec.namedChatTemplates;
     this.bytesCache = new Array(this.vocabSize);
+    this.missingIdMessage = spec.missingIdMessage;
 
     this.textToId = spec.textToId ?? tokenIndex(spec.tokens);
 
@@ -451,8 +458,10 @@ export class VocabTokenizer implements Tokenizer {
     return id;
   }
 
-  private required(id: number | undefined, what: string): number {
-    if (id === undefined) throw new Error(`${this.type} tokenizer: adding special tokens needs a ${what} token id, but the vocabulary defines none`);
+  private required(id: number | undefined, what: SpecialIdRole): number {
+    if (id === undefined) {
+      throw new Error(this.missingIdMessage?.(what) ?? `${this.type} tokenizer: adding special tokens needs a ${what} token id, but the vocabulary defines none`);
+    }
     return id;
   }
 
