@@ -108,6 +108,8 @@ export interface LoadModelOptions {
   cacheReplies?: boolean;
   /** how requests get KV room: "preempt" (default) or "reserve" (EngineOptions.admission) */
   admission?: Admission;
+  /** the prompt share that picks an idle slot by its last tokens, llama-server's --slot-prompt-similarity (default 0.1; EngineOptions.slotPromptSimilarity) */
+  slotPromptSimilarity?: number;
   /** where load-time warnings go, one line each (default: process.emitWarning) */
   onWarning?: (message: string) => void;
   /**
@@ -122,7 +124,7 @@ export interface LoadModelOptions {
 /** every LoadModelOptions key (a record of them, so that a new option fails the type check until it is listed) */
 const LOAD_OPTION_NAMES: readonly string[] = Object.keys({
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
-  availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,
+  availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, slotPromptSimilarity: true, onWarning: true, warmup: true,
 } satisfies Record<keyof LoadModelOptions, true>);
 
 export interface ChatOptions extends GenerateOptions {
@@ -590,7 +592,7 @@ async function load(ref: string, options: LoadModelOptions, parallelRequests: nu
     const kvCacheBytes = options.kvCacheBytes ?? planned.kvCacheBytes?.(contextSize);
     const engine = new Engine(model, tokenizer, {
       contextSize, kvCacheBytes, maxSequences: options.maxSequences, maxBatchTokens: options.maxBatchTokens,
-      cacheReplies: options.cacheReplies, admission: options.admission, storage: backend,
+      cacheReplies: options.cacheReplies, admission: options.admission, slotPromptSimilarity: options.slotPromptSimilarity, storage: backend,
       source: path,
     });
     if (parallelRequests !== undefined && options.kvCacheBytes === undefined) checkParallelPool(path, engine.stats.kvCapacityTokens, contextSize, parallelRequests, kvBytesPerToken(model.info, model.kvCacheTypes), warn, planned.budgetFits);

@@ -28,9 +28,9 @@ test("a request pinned to a busy slot runs in it once it is free, behind a stead
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, warmup: false });
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 2, sliceMs: 0 });
   try {
-    // the long one takes slot 0 (the lowest free); the pinned one waits for it
+    // the long one takes slot 1 (llama-server's least recently used idle slot: all unused, the highest); the pinned one waits for it
     const long = engine.submit(params([1, 400, 401], 24));
-    const pinned = engine.submit(params([1, 402, 403], 3, 0));
+    const pinned = engine.submit(params([1, 402, 403], 3, 1));
     let pinnedDone = false;
     const pinnedRun = drain(pinned).then(() => (pinnedDone = true));
     // a stream of short unpinned requests, one always waiting behind the pinned one, until it has run (or 60 of them)
@@ -44,8 +44,8 @@ test("a request pinned to a busy slot runs in it once it is free, behind a stead
       }
     })();
     await Promise.all([drain(long), pinnedRun, stream]);
-    assert.equal(pinned.slots[0], 0, "the pinned request ran in its slot");
-    assert.equal(long.slots[0], 0);
+    assert.equal(pinned.slots[0], 1, "the pinned request ran in its slot");
+    assert.equal(long.slots[0], 1);
     assert.ok(passed < 60, `the pinned request ran only after the stream of ${passed} requests ended`);
     assert.ok(passed > 0, "requests passed the pinned one while its slot was busy");
   } finally {
@@ -59,8 +59,8 @@ test("a pinned request preempted in a step that runs nothing else is started aga
   // a pool of 9 blocks of 16 positions, two sequences at once
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 2, sliceMs: 0, admission: "preempt", kvCacheBytes: 9 * 16 * model.engine.bytesPerToken });
   try {
-    // A (slot 0) streams until its reader, who read one event, is 64 behind: it pauses holding 6 blocks
-    const a = engine.submit(params(Array.from({ length: 20 }, (_, i) => 300 + i), 100));
+    // A (pinned to slot 0) streams until its reader, who read one event, is 64 behind: it pauses holding 6 blocks
+    const a = engine.submit(params(Array.from({ length: 20 }, (_, i) => 300 + i), 100, 0));
     const reader = a[Symbol.asyncIterator]();
     await reader.next();
     while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));

@@ -60,7 +60,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
 const CHAT_ONLY_OPTIONS: Record<Exclude<keyof ChatOptions, keyof GenerateOptions>, true> = { system: true, chatTemplate: true, chatTemplateName: true, parseSpecialInContent: true };
 const LOAD_OPTIONS: Record<keyof LoadModelOptions, true> = {
   backend: true, threads: true, contextSize: true, quantize: true, cacheTypeK: true, cacheTypeV: true, flashAttention: true,
-  availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, onWarning: true, warmup: true,
+  availableMemory: true, memoryMargin: true, kvCacheBytes: true, maxSequences: true, maxBatchTokens: true, cacheReplies: true, admission: true, slotPromptSimilarity: true, onWarning: true, warmup: true,
 };
 const RESULT_FIELDS: Record<keyof GenerationResult, true> = {
   prompt: true, completion: true, promptTokens: true, completionTokens: true, finishReason: true, finishDetail: true, timings: true,

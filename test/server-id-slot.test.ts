@@ -75,12 +75,12 @@ describe("id_slot in a native reply: the slot it ran in (stories260K, two slots)
     return busy[0]!.id;
   };
 
-  test("idle: the first slot; beside a request GET /slots lists in one slot, the other, unstreamed and in every streamed event", async () => {
+  test("idle: the last slot; beside a request GET /slots lists in one slot, the other, unstreamed and in every streamed event", async () => {
     const body = { prompt: "Once upon a time", n_predict: 6, temperature: 0 };
     const alone = await post(`${s.url}/completion`, body);
     assert.equal(alone.status, 200, JSON.stringify(alone.json));
-    // (the engine gives a request the lowest free slot, as GET /slots numbers them)
-    assert.equal(alone.json.id_slot, 0);
+    // (llama-server's least recently used idle slot: none used yet, the highest of them, as its get_available_slot's `<=` scan)
+    assert.equal(alone.json.id_slot, 1);
     const controller = new AbortController();
     try {
       const taken = await held(controller);

@@ -34,9 +34,9 @@ describe("slot save and restore on stories260K", { skip: skipStories }, () => {
   after(() => s?.close());
 
   const action = (id: number, act: string, body: unknown = {}) => post(`${s.url}/slots/${id}?action=${act}`, body);
-  /** the greedy completion of PROMPT: its tokens, and the prompt tokens it found cached */
+  /** the greedy completion of PROMPT in slot 0: its tokens, and the prompt tokens it found cached */
   const complete = async () => {
-    const r = await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 12, temperature: 0, return_tokens: true });
+    const r = await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 12, temperature: 0, return_tokens: true, id_slot: 0 });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     return { tokens: r.json.tokens as number[], cached: r.json.timings.cache_n as number, processed: r.json.timings.prompt_n as number };
   };
@@ -92,9 +92,9 @@ describe("slot save and restore on stories260K", { skip: skipStories }, () => {
     assert.equal((await action(0, "save", { filename: "run.slot" })).status, 200);
     await action(0, "erase");
 
-    /** a request that runs until `controller` aborts it (it takes slot 0, the lowest free) */
+    /** a request that runs until `controller` aborts it, in slot 0 */
     const held = async (controller: AbortController) => {
-      const run = s.model.submit("Lily and Ben", { maxTokens: 400, temperature: 0.7, seed: 5, signal: controller.signal });
+      const run = s.model.submit("Lily and Ben", { maxTokens: 400, temperature: 0.7, seed: 5, signal: controller.signal, slot: 0 });
       await run.events().next();
       return run;
     };
@@ -192,7 +192,7 @@ describe("slot files and models", { skip: skipStories }, () => {
     try {
       const [a, b, c] = servers.map((x) => x.url);
       const prompt = Array.from({ length: 40 }, (_, i) => 5 + i);
-      assert.equal((await post(`${a}/completion`, { prompt, n_predict: 4, temperature: 0 })).status, 200);
+      assert.equal((await post(`${a}/completion`, { prompt, n_predict: 4, temperature: 0, id_slot: 0 })).status, 200);
       const saved = await post(`${a}/slots/0?action=save`, { filename: "one.slot" });
       assert.equal(saved.status, 200, JSON.stringify(saved.json));
       assert.ok(saved.json.n_saved > 0);

@@ -122,7 +122,8 @@ describe("GET /slots, POST /slots/{id_slot} on stories260K", { skip: skipStories
   test("busy: the running request's slot shows its task, its prompt and sampling, and its tokens so far; none free is a 503 with fail_on_no_slot", async () => {
     const a = new AbortController(), b = new AbortController();
     try {
-      await held(a);
+      // (pinned to slot 0: unpinned, it would take the least recently used idle slot, as llama-server's)
+      await held(a, { slot: 0 });
       const prompt = s.model.tokenizer.encode("Lily and Ben").length;
       const one = await slots("?fail_on_no_slot=1");
       assert.equal(one.status, 200);
@@ -170,7 +171,8 @@ describe("GET /slots, POST /slots/{id_slot} on stories260K", { skip: skipStories
   });
 
   test("erase: the slot's last prompt and reply leave the prefix cache (the same request then finds nothing cached); a busy slot is erased once its request ends", async () => {
-    const request = { prompt: PROMPT, max_tokens: 8, temperature: 0 };
+    // (run in slot 0: unpinned, a request takes the idle slot whose last prompt is most like its own, or the least recently used)
+    const request = { prompt: PROMPT, max_tokens: 8, temperature: 0, id_slot: 0 };
     const cached = async () => {
       const r = await post(`${s.url}/v1/completions`, request);
       assert.equal(r.status, 200, JSON.stringify(r.json));
@@ -191,7 +193,7 @@ describe("GET /slots, POST /slots/{id_slot} on stories260K", { skip: skipStories
 
     // a busy slot: the erase waits for its request
     const a = new AbortController();
-    await held(a);
+    await held(a, { slot: 0 });
     let answered = false;
     const pending = erase(0).then((r) => {
       answered = true;

@@ -53,7 +53,7 @@ test("slot save and restore on WebGPU: tinyLlama (2 KV heads) answers the fresh 
   const gpu = m.backend as WebGPUBackendInfo;
   try {
     const run = async (prompt: number[]) => {
-      const r = await post(`${server.url}/completion`, { prompt, n_predict: 10, temperature: 0, return_tokens: true });
+      const r = await post(`${server.url}/completion`, { prompt, n_predict: 10, temperature: 0, return_tokens: true, id_slot: 0 });
       assert.equal(r.status, 200, JSON.stringify(r.json));
       return { tokens: r.json.tokens as number[], cached: r.json.timings.cache_n as number };
     };

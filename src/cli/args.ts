@@ -68,6 +68,7 @@ export const LLAMA_CPP_ALIASES: Record<string, readonly string[]> = {
   "--spec-draft-n-max": ["draft-tokens"],
   "--draft-max": ["draft-tokens"],
   "--draft-n": ["draft-tokens"],
+  "-sps": ["slot-prompt-similarity"],
 };
 
 /** llama.cpp's GPU-offload options: a model here runs on the --backend chosen, so they are taken and ignored, with a note */

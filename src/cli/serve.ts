@@ -91,6 +91,10 @@ Options:
                         page are never written), as llama-server and vLLM log theirs by default
   --no-slots            answer GET /slots (the requests running, their sampling settings) with 501, as
                         llama-server's --no-slots; by default it lists them, as llama-server does
+  --slot-prompt-similarity X  a request without id_slot takes the idle slot whose last tokens share the longest
+                        prefix with its prompt, where that is more than X of the prompt (0 to 1, default 0.1;
+                        0: never), else the least recently used idle slot, as llama-server's -sps (the
+                        prefix cache is shared by all slots: this picks the id_slot a reply names)
   --slot-save-path DIR  a folder (it must exist) for POST /slots/{id}?action=save and action=restore, as
                         llama-server's: body {"filename": "..."}, a plain file name in DIR; save writes the
                         slot's cached prompt tokens and their KV rows (tsllm's own format, not llama.cpp's;
@@ -117,7 +121,7 @@ export const SERVE_ARGS: OptionSpec = {
   "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-name": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
-  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, "slot-save-path": { type: "string" }, admission: { type: "string" },
+  "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, "slot-prompt-similarity": { type: "string" }, "slot-save-path": { type: "string" }, admission: { type: "string" },
   "draft-model": { type: "string" }, "draft-tokens": { type: "string" }, "draft-quantize": { type: "string" },
 };
 
@@ -154,6 +158,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const options = loadOptionsFrom(values);
   const maxSequences = optionalNumber(values, "parallel", { integer: true, min: 1 });
   const admission = admissionFrom(values);
+  const slotPromptSimilarity = optionalNumber(values, "slot-prompt-similarity", { min: 0, max: 1 });
   const draftRef = optionalNonEmpty(values, "draft-model", "a draft model with the model's vocabulary");
   const draftQuantize = draftQuantizeFrom(values);
   const draftTokens = optionalNumber(values, "draft-tokens", { integer: true, min: 1 });
@@ -177,7 +182,7 @@ export async function runServe(argv: string[]): Promise<void> {
   const draftFile = draftRef === undefined ? undefined : modelNamedBy("serve", "--draft-model", draftRef, stoppedWhileLoading);
   const target = Promise.all([resolveInterruptibly("serve", modelRef, stoppedWhileLoading), draftFile]).then(([path]): Promise<Model | EmbeddingModel> =>
     // the library's rule (loadsAsEncoder): a decoder in 0_Transformer/ is refused naming it, not the folder's top served
-    loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}) }).catch(loadRefusalInFlagWords));
+    loadsAsEncoder(path) ? loadEmbeddingModel(path, { backend: options.backend, threads: options.threads }) : loadModel(path, { ...options, ...(options.contextSize === TRAINED_CONTEXT ? { contextSize: trainedContextOf(path, "--ctx-size") } : {}), kvCacheBytes, maxSequences, cacheReplies: values["no-cache-replies"] !== true, ...(admission ? { admission } : {}), ...(slotPromptSimilarity !== undefined ? { slotPromptSimilarity } : {}) }).catch(loadRefusalInFlagWords));
   const draft = draftFile && Promise.all([target, draftFile]).then(([model, file]) => loadDraft(model, file, { ...options, quantize: draftQuantize }, draftTokensOf({ draftTokens })));
   // (the server is loading until both are loaded; a draft refused fails the start as the model's refusal does)
   const load = draft ? Promise.all([target, draft]).then(([model]) => model) : target;

@@ -59,6 +59,14 @@ export interface EngineOptions {
    * request drafting with a draft model gives its draft cache back too and computes it again
    */
   readonly admission?: Admission;
+  /**
+   * how much of a request's prompt an idle slot's last tokens must share (their common prefix over
+   * the prompt's length, more than this) for the request to take that slot, as llama-server's
+   * --slot-prompt-similarity (default 0.1, its default; 0: the least recently used idle slot
+   * always). A number in [0, 1]. It picks only the slot number (SlotTable): the prefix cache is
+   * shared by every slot
+   */
+  readonly slotPromptSimilarity?: number;
   /** where the KV pool's rows live (the backend, so attention reads them in place; default host memory) */
   readonly storage?: KVStorage;
   /** the model's file or folder, named when the model computes something impossible (NaN logits) */
@@ -78,6 +86,14 @@ export interface EngineStats {
   readonly cachedPromptTokens: number;
   /** prompt tokens of the requests whose prefill ended (cached ones included; a request aborted before its prefill ended adds none) */
   readonly prefilledPromptTokens: number;
+  /**
+   * prompt rows computed, counted by the step that computed them (a request's recomputed after a
+   * preemption, and an aborted one's, included), and the milliseconds of those steps: each step
+   * that computed any prompt row once, its decodes beside them included, as llama-server's
+   * server_metrics.add_prompt times its prompt batches (the batch's decode to its sync)
+   */
+  readonly promptStepTokens: number;
+  readonly promptStepMs: number;
   /** requests preempted (their blocks freed, to be recomputed; admission "preempt"), each time counted */
   readonly preemptions: number;
   /**
@@ -169,6 +185,8 @@ export class Engine {
   private peakStepSequences = 0;
   private cachedPromptTokens = 0;
   private prefilledPromptTokens = 0;
+  private promptStepTokens = 0;
+  private promptStepMs = 0;
   /** resolves the loop's wait for work (a new request, an abort) */
   private wakeLoop: (() => void) | undefined;
   readonly maxSequences: number;
@@ -200,7 +218,11 @@ export class Engine {
     };
     this.maxSequences = int("maxSequences", options.maxSequences, DEFAULT_MAX_SEQUENCES, 1);
     this.maxBatchTokens = int("maxBatchTokens", options.maxBatchTokens, 64, 1);
-    this.slotTable = new SlotTable(this.maxSequences);
+    const similarity = options.slotPromptSimilarity;
+    if (similarity !== undefined && !(typeof similarity === "number" && similarity >= 0 && similarity <= 1)) {
+      throw new OptionError(`slotPromptSimilarity must be a number in [0, 1] (0: slots picked by recency alone), got ${shownValue(similarity)}`, "slotPromptSimilarity");
+    }
+    this.slotTable = new SlotTable(this.maxSequences, similarity);
     if (options.kvCacheBytes !== undefined && !(Number.isSafeInteger(options.kvCacheBytes) && options.kvCacheBytes > 0)) {
       throw new OptionError(`kvCacheBytes must be a positive integer, got ${shownValue(options.kvCacheBytes)}`, "kvCacheBytes");
     }
@@ -273,7 +295,8 @@ export class Engine {
   get stats(): EngineStats {
     return {
       waiting: this.scheduler?.waiting.length ?? 0, running: this.scheduler?.running.length ?? 0, steps: this.steps, rowsComputed: this.rowsComputed, peakStepSequences: this.peakStepSequences,
-      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens, preemptions: this.scheduler?.preemptions ?? 0,
+      cachedPromptTokens: this.cachedPromptTokens, prefilledPromptTokens: this.prefilledPromptTokens,
+      promptStepTokens: this.promptStepTokens, promptStepMs: this.promptStepMs, preemptions: this.scheduler?.preemptions ?? 0,
       draftPasses: this.draftPasses, draftRowsComputed: this.draftRowsComputed,
       draftTokensProposed: this.draftTokensProposed, draftTokensAccepted: this.draftTokensAccepted, draftRounds: this.draftRounds, kv: this.pool?.stats, kvCapacityTokens: this.capacityBlocks() * DEFAULT_BLOCK_SIZE,
       draftKvBytes: this.draftPoolRefs.reduce((sum, p) => sum + (p.deref()?.byteLength ?? 0), 0),
@@ -662,6 +685,7 @@ export class Engine {
         continue;
       }
       this.stepping = true;
+      const started = performance.now();
       try {
         let logits: (Float32Array | undefined)[];
         try {
@@ -674,7 +698,15 @@ export class Engine {
           if (plan.chunks.length === 0) continue;
         }
         this.steps++;
-        for (const c of plan.chunks) this.rowsComputed += c.tokens.length;
+        let promptRows = 0;
+        for (const c of plan.chunks) {
+          this.rowsComputed += c.tokens.length;
+          if (!c.request.prefilled) promptRows += c.tokens.length;
+        }
+        if (promptRows > 0) {
+          this.promptStepTokens += promptRows;
+          this.promptStepMs += performance.now() - started;
+        }
         this.peakStepSequences = Math.max(this.peakStepSequences, plan.chunks.length);
         if (this.closed) return void (this.looping = false);
         try {

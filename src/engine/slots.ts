@@ -7,10 +7,19 @@ import type { EngineRequest, RequestParams } from "./request.js";
  * with a KV region of its own; the engine runs up to maxSequences sequences from one shared pool,
  * each with the whole context. So a slot here is one place of those maxSequences: a running
  * request holds as many as its strategy's width (n choices, beams), from when the scheduler gives
- * it room until it ends (or is preempted), the lowest free ids first. What a slot keeps after its
- * request has gone is the tokens of its sequence: their rows stay in the shared prefix cache, and
- * erasing the slot drops them from it.
+ * it room until it ends (or is preempted). What a slot keeps after its request has gone is the
+ * tokens of its sequence: their rows stay in the shared prefix cache, and erasing the slot drops
+ * them from it. A request not pinned to a slot gets its first one as llama-server's
+ * get_available_slot picks it (tools/server/server-context.cpp): the idle slot whose tokens share
+ * the longest prefix with its prompt, as a fraction of the prompt, where that is more than the
+ * similarity threshold (--slot-prompt-similarity, 0: never), else the least recently used idle
+ * slot (ties: the highest id, as its `<=` scan); its other places, as llama-server's child tasks'
+ * get_free_slots, the lowest free ones. The prefix cache is shared, so the choice changes no
+ * request's cache hits here, only the slot GET /slots and a reply's id_slot name.
  */
+
+/** llama-server's default --slot-prompt-similarity (common.h, the version node-llama-cpp 3.21.1 bundles) */
+export const DEFAULT_SLOT_PROMPT_SIMILARITY = 0.1;
 
 /** what a running request shows in the slots it holds */
 export interface SlotTask {
@@ -69,18 +78,23 @@ export class SlotTable {
   private readonly places: number[];
   /** the tokens of the sequence each slot ran last, whose rows its request left in the prefix cache */
   private readonly last: (readonly number[] | undefined)[];
+  /** when each slot's request last ended, by `clock` (-1: never; llama-server's t_last_used) */
+  private readonly lastUsed: number[];
+  private clock = 0;
 
-  constructor(readonly size: number) {
+  /** `similarity`: the prompt fraction a slot's tokens must share, more than which picks it (0: pick by recency alone) */
+  constructor(readonly size: number, private readonly similarity = DEFAULT_SLOT_PROMPT_SIMILARITY) {
     this.holders = new Array<EngineRequest | undefined>(size).fill(undefined);
     this.places = new Array<number>(size).fill(0);
     this.last = new Array<readonly number[] | undefined>(size).fill(undefined);
+    this.lastUsed = new Array<number>(size).fill(-1);
   }
 
   /**
    * Brings the table to the scheduler's running requests: a request no longer running (preempted,
-   * or ended without `release`) leaves its slots, one that runs without slots takes the lowest free
-   * ones, as many as its width. The scheduler runs at most `size` sequences at once, so every
-   * running request finds its slots.
+   * or ended without `release`) leaves its slots, one that runs without slots takes as many as its
+   * width (the first as `pick` chooses it). The scheduler runs at most `size` sequences at once, so
+   * every running request finds its slots.
    */
   sync(running: readonly EngineRequest[]): void {
     const now = new Set(running);
@@ -100,14 +114,42 @@ export class SlotTable {
         first.add(r);
       }
     }
-    let id = 0;
     for (const r of arriving) {
-      for (let place = first.has(r) ? 1 : 0; place < r.strategy.width; place++) {
-        while (id < this.size && this.holders[id] !== undefined) id++;
-        if (id === this.size) return;
+      if (!first.has(r)) {
+        const chosen = this.pick(r.params.promptTokens);
+        if (chosen === undefined) return;
+        this.take(chosen, r, 0);
+      }
+      for (let place = 1; place < r.strategy.width; place++) {
+        const id = this.holders.indexOf(undefined);
+        if (id < 0) return;
         this.take(id, r, place);
       }
     }
+  }
+
+  /** llama-server's get_available_slot for a request of any slot: by prompt similarity, else the least recently used (undefined: none idle) */
+  private pick(prompt: readonly number[]): number | undefined {
+    let chosen: number | undefined;
+    if (this.similarity !== 0 && prompt.length > 0) {
+      let best = 0;
+      for (let id = 0; id < this.size; id++) {
+        const tokens = this.last[id];
+        if (this.holders[id] !== undefined || tokens === undefined || tokens.length === 0) continue;
+        let common = 0;
+        while (common < tokens.length && common < prompt.length && tokens[common] === prompt[common]) common++;
+        const share = common / prompt.length;
+        if (share > best && share > this.similarity) {
+          best = share;
+          chosen = id;
+        }
+      }
+    }
+    if (chosen !== undefined) return chosen;
+    for (let id = 0; id < this.size; id++) {
+      if (this.holders[id] === undefined && (chosen === undefined || this.lastUsed[id]! <= this.lastUsed[chosen]!)) chosen = id;
+    }
+    return chosen;
   }
 
   /** whether a request pinned to `slot` may start: nobody holds the slot, and no request starting in the same step is pinned to it */
@@ -161,6 +203,7 @@ export class SlotTable {
     const r = this.holders[id]!;
     // (a choice already retired: its prompt, which its rows began with, is what is known of it)
     this.last[id] = [...(r.sequences[this.places[id]!]?.tokens ?? r.params.promptTokens)];
+    this.lastUsed[id] = this.clock++;
     this.holders[id] = undefined;
   }
 }

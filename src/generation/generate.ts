@@ -41,8 +41,9 @@ export interface GenerateOptions extends SamplingOptions {
    * the engine slot (0..maxSequences-1, as Engine.slots lists them) to run in, llama-server's
    * id_slot: the request waits until that slot is free (others behind it go on) and runs there
    * (choice 0's sequence; more choices take the lowest free ones). All slots share one prefix
-   * cache, so it finds the rows the slot's last request left as any slot would. Default: the
-   * lowest free slot.
+   * cache, so it finds the rows the slot's last request left as any slot would. Default: the slot
+   * llama-server's get_available_slot would pick, the idle one whose last tokens are most like the
+   * prompt, else the least recently used (EngineOptions.slotPromptSimilarity).
    */
   slot?: number;
   /** more token ids that end the generation like end-of-generation tokens (a chat template's end of turn) */

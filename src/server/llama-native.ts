@@ -43,7 +43,7 @@ export function nativePartial(text: string, token: number | undefined, index: nu
 
 /** a completion's summary; streamed, its text and tokens were sent already; unstreamed, its tokens are listed with return_tokens only (llama-server keeps them only then) */
 export function nativeFinal(req: NativeRequest, r: GenerationResult, c: Choice, index: number, tokenizer: Tokenizer, slot: number | undefined): Record<string, unknown> {
-  const { type, word } = stopOf(req.options, c, tokenizer);
+  const { type, word } = stopOf(req.options, c, tokenizer, r.promptTokens);
   const tokens = generatedTokens(c);
   return {
     index, content: req.stream ? "" : c.completion, tokens: req.stream || !req.returnTokens ? [] : tokens, id_slot: slotOf(slot), stop: true, model: req.model,
@@ -73,13 +73,16 @@ function truncated(req: NativeRequest, r: GenerationResult, c: Choice): boolean 
 /**
  * llama-server's stop_type: "eos" (an end-of-generation token), "word" (a stop string, named in
  * stopping_word), "limit" (n_predict or the context), "none" (cancelled). The stop string is the
- * one the completion's tokens spell right after the text answered (the tokens run past the cut)
+ * one the completion's tokens spell right after the text answered (the tokens run past the cut),
+ * decoded after the prompt as the answer's text was: alone, a SentencePiece tokenizer drops the
+ * first token's leading space and every offset after it is one off
  */
-function stopOf(options: GenerateOptions, c: Choice, tokenizer: Tokenizer): { type: string; word: string } {
+function stopOf(options: GenerateOptions, c: Choice, tokenizer: Tokenizer, prompt: readonly number[]): { type: string; word: string } {
   if (c.finishReason === "length") return { type: "limit", word: "" };
   if (c.finishReason === "abort") return { type: "none", word: "" };
   if (c.endToken) return { type: "eos", word: "" };
-  const after = tokenizer.decode(c.completionTokens, { skipSpecialTokens: true }).slice(c.completion.length);
+  const before = tokenizer.decode(prompt, { skipSpecialTokens: true }).length;
+  const after = tokenizer.decode([...prompt, ...c.completionTokens], { skipSpecialTokens: true }).slice(before + c.completion.length);
   const stops = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : options.stop;
   return { type: "word", word: stops.find((s) => s !== "" && after.startsWith(s)) ?? "" };
 }

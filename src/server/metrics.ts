@@ -47,16 +47,16 @@ export class Metrics {
   private generationTokens = 0;
   /** llama-server's tokens_predicted_total: its slots' n_gen, the end-of-generation tokens sampled counted too */
   private predictedTokens = 0;
-  /** llama-server's seconds counters, over ended generations: from a request's start in the engine to its first token, and from the first token to the last */
-  private promptSeconds = 0;
+  /** llama-server's decode seconds counter, over ended generations: from the first token to the last */
   private decodeSeconds = 0;
   /**
    * llama-server's rate buckets (server_metrics' prompt_bucket and predict_bucket), emptied by
    * each read of /metrics: its two throughput gauges are over the work counted since the last
-   * read. The prompt's tokens: the computed ones, as the counter at the last read left them
+   * read. The prompt's: the engine's prompt steps (EngineStats.promptStepTokens, promptStepMs) as
+   * the last read left them
    */
   private promptTokensAtRead = 0;
-  private promptSecondsAtRead = 0;
+  private promptMsAtRead = 0;
   /** decode steps (llama-server's n_gen_steps: n_gen - 1 a request, its first token came with the prompt) and their seconds */
   private bucketSteps = 0;
   private bucketDecodeSeconds = 0;
@@ -87,8 +87,6 @@ export class Metrics {
   observe(m: RequestMetrics, scheduled: boolean, decoded = m.completionTokens): void {
     this.generationTokens += m.completionTokens;
     this.predictedTokens += decoded;
-    // (the time to the first token less the wait for room: llama-server's t_prompt_processing starts when a slot takes the prompt)
-    this.promptSeconds += Math.max(0, m.ttftMs - m.queueMs) / 1000;
     this.decodeSeconds += m.decodeMs / 1000;
     // (metrics_on_prediction: added where n_gen > 0)
     if (decoded > 0) {
@@ -148,7 +146,8 @@ export class Metrics {
     // prompt tokens are those computed (a prefix-cache hit is not, nor the prompt of a request cancelled while queued)
     const computedPromptTokens = engine.prefilledPromptTokens - engine.cachedPromptTokens;
     metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed (prefix-cache hits not counted).", [["", computedPromptTokens]]);
-    metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time (ended requests: from the engine taking the request to its first token).", [["", this.promptSeconds]]);
+    // (llama-server's add_prompt: the time of each batch holding prompt tokens, once however many prompts it holds)
+    metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time (engine steps that computed prompt tokens, each once).", [["", engine.promptStepMs / 1000]]);
     metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.", [["", this.predictedTokens]]);
     metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time (ended requests: from the first token to the last).", [["", this.decodeSeconds]]);
     metric("llamacpp:n_decode_total", "counter", "Total number of engine steps (llama_decode() calls).", [["", engine.steps]]);
@@ -156,13 +155,13 @@ export class Metrics {
     metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Proposed tokens the target model accepted (as tsllm_draft_tokens_accepted_total).", [["", engine.draftTokensAccepted]]);
     metric("llamacpp:spec_decode_num_drafts_total", "counter", "Verifications of proposals by the target model (as tsllm_draft_rounds_total).", [["", engine.draftRounds]]);
     // llama-server's bucket.n_per_second(): steps over the bucket's seconds (a prompt token is a step), 0 with no time
-    const bucketPromptSeconds = this.promptSeconds - this.promptSecondsAtRead;
-    const promptRate = bucketPromptSeconds > 0 ? (computedPromptTokens - this.promptTokensAtRead) / bucketPromptSeconds : 0;
+    const bucketPromptMs = engine.promptStepMs - this.promptMsAtRead;
+    const promptRate = bucketPromptMs > 0 ? (engine.promptStepTokens - this.promptTokensAtRead) / (bucketPromptMs / 1000) : 0;
     const predictedRate = this.bucketDecodeSeconds > 0 ? this.bucketSteps / this.bucketDecodeSeconds : 0;
-    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s (the prompt tokens computed since the last read of /metrics over their seconds).", [["", promptRate]]);
+    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s (the prompt tokens computed since the last read of /metrics over the seconds of the steps that computed them).", [["", promptRate]]);
     metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s (decode steps of the requests ended since the last read of /metrics, a request's first token not one, over their seconds).", [["", predictedRate]]);
-    this.promptTokensAtRead = computedPromptTokens;
-    this.promptSecondsAtRead = this.promptSeconds;
+    this.promptTokensAtRead = engine.promptStepTokens;
+    this.promptMsAtRead = engine.promptStepMs;
     this.bucketSteps = 0;
     this.bucketDecodeSeconds = 0;
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", [["", engine.running]]);

@@ -804,7 +804,7 @@ export class OpenAIServer {
   }
 
   private renderMetrics(res: ServerResponse): Promise<void> {
-    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, draftTokensProposed: 0, draftTokensAccepted: 0, draftRounds: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0, draftKvUsedBytes: 0, draftKvPeakBytes: 0, draftFallbacks: 0, draftResumes: 0 };
+    const stats = this.model?.engine.stats ?? { waiting: 0, running: 0, steps: 0, rowsComputed: 0, peakStepSequences: 0, cachedPromptTokens: 0, prefilledPromptTokens: 0, promptStepTokens: 0, promptStepMs: 0, preemptions: 0, draftPasses: 0, draftRowsComputed: 0, draftTokensProposed: 0, draftTokensAccepted: 0, draftRounds: 0, kv: undefined, kvCapacityTokens: 0, draftKvBytes: 0, draftKvUsedBytes: 0, draftKvPeakBytes: 0, draftFallbacks: 0, draftResumes: 0 };
     return sendText(res, 200, this.metrics.render(stats, { draining: this.draining, bodyBytesHeld: this.bodies.held }), "text/plain; version=0.0.4; charset=utf-8", this.writeTimeoutMs);
   }
 
