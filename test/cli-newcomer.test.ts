@@ -69,3 +69,25 @@ test("an option before any command: -v prints the version (node -v, npm -v, olla
   assert.equal(none.code, 2);
   assert.match(none.stderr, /^tsllm: error: unknown option --frobnicate: tsllm takes a command first, then its options \(commands: generate, /);
 });
+
+test("llama.cpp's own multi-letter short options (-cnv, -no-cnv, -st, -np, -cb, -tb, -ub, -sp) are named as llama.cpp's, not as a value run together (\"write -c nv\") or Node's \"unknown option -n\"", { skip }, () => {
+  const model = sharedFile(MODEL) ?? "";
+  for (const [command, option, line] of [
+    ["generate", "-cnv", "unknown option -cnv: llama.cpp's --conversation; tsllm chat is the conversation"],
+    ["generate", "-no-cnv", "unknown option -no-cnv: llama.cpp's --no-conversation; tsllm generate is one completion"],
+    ["generate", "-st", "unknown option -st: llama.cpp's --single-turn; tsllm generate answers once"],
+    ["serve", "-np", "unknown option -np: llama.cpp's --parallel (did you mean --parallel?)"],
+    ["serve", "-cb", "unknown option -cb: llama.cpp's --cont-batching; tsllm serve always batches"],
+    ["serve", "-tb", "unknown option -tb: llama.cpp's --threads-batch (--help lists the options)"],
+    ["serve", "-ub", "unknown option -ub: llama.cpp's --ubatch-size (--help lists the options)"],
+    ["generate", "-sp", "unknown option -sp: llama.cpp's --special (--help lists the options)"],
+  ] as const) {
+    const text = command === "generate" ? ["-p", "hi"] : [];
+    const value = ["-np", "-tb", "-ub"].includes(option) ? ["2"] : [];
+    const r = tsllm([command, "--model", model, ...text, option, ...value]);
+    assert.deepEqual([r.code, r.stdout, r.stderr], [2, "", `tsllm: error: ${line}\n`], `${command} ${option}`);
+  }
+  // as a value it is the value: a prompt "-cnv"
+  const prompt = tsllm(["generate", "--model", model, "-n", "1", "--seed", "1", "-p", "-cnv"]);
+  assert.equal(prompt.code, 0, prompt.stderr);
+});

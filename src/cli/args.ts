@@ -103,6 +103,31 @@ function runTogether(a: string, options: OptionSpec): string | undefined {
   return `${a}: an option and its value run together; write ${short} ${value === "" ? "VALUE" : value} (the value as the next argument, as llama.cpp's tools take it)`;
 }
 
+/**
+ * llama.cpp's own multi-letter short spellings (common/arg.cpp) that are no alias here, with their
+ * long names and what tsllm has instead: -cnv was read as -c with the value "nv" ("write -c nv"),
+ * -np as Node's -n -p ("unknown option -n")
+ */
+const LLAMA_CPP_OWN_SHORT: Record<string, readonly [long: string, here: string]> = {
+  "-cnv": ["--conversation", "tsllm chat is the conversation"],
+  "-no-cnv": ["--no-conversation", "tsllm generate is one completion"],
+  "-st": ["--single-turn", "tsllm generate answers once"],
+  "-sp": ["--special", ""],
+  "-cb": ["--cont-batching", "tsllm serve always batches"],
+  "-nocb": ["--no-cont-batching", ""],
+  "-np": ["--parallel", ""],
+  "-tb": ["--threads-batch", ""],
+  "-ub": ["--ubatch-size", ""],
+};
+
+/** the refusal of llama.cpp's own short spelling `name` that this command has no alias for, if it is one */
+function llamaCppOwnShort(name: string, options: OptionSpec): string | undefined {
+  if (!Object.hasOwn(LLAMA_CPP_OWN_SHORT, name) || aliasTarget(name, options) !== undefined) return undefined;
+  const [long, here] = LLAMA_CPP_OWN_SHORT[name]!;
+  const way = Object.hasOwn(options, long.slice(2)) ? ` (did you mean ${long}?)` : here !== "" ? `; ${here}` : " (--help lists the options)";
+  return `unknown option ${name}: llama.cpp's ${long}${way}`;
+}
+
 /** `-m x` and `--temp=0.5` as this command's own `--model x` and `--temperature=0.5`; -ngl N dropped with a warning */
 function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string[] {
   const out: string[] = [];
@@ -123,6 +148,8 @@ function llamaCppSpellings(argv: readonly string[], options: OptionSpec): string
     }
     const target = aliasTarget(name, options);
     if (target === undefined && !isValue) {
+      const own = llamaCppOwnShort(name, options);
+      if (own !== undefined) throw new UsageError(own);
       const together = runTogether(a, options);
       if (together !== undefined) throw new UsageError(together);
     }
