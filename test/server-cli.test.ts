@@ -173,7 +173,7 @@ test("tsllm serve --body-limit and --bodies-limit: a body over the one is 413, b
       socket.setEncoding("utf8");
       socket.on("data", (d: string) => (answer += d));
       socket.on("error", () => {});
-      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
+      socket.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n\r\n`);
       socket.write(Buffer.alloc(bytes, 0x20));
       return () => answer;
     };
@@ -222,7 +222,7 @@ test("tsllm serve writes a line to stderr for each request when it ends (status,
     const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 1500, ignore_eos: true, stream: true });
     const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
     socket.on("error", () => {});
-    socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-log-4\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    socket.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: trace-log-4\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     await new Promise((resolve) => socket.once("data", resolve));
     socket.resetAndDestroy();
     await until(() => s.stderr().includes("trace-log-4"), "the request that reset its connection to be written");

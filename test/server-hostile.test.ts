@@ -160,7 +160,7 @@ describe("tsllm serve against a client that never reads its stream", { skip }, (
     const body = JSON.stringify({ messages: [{ role: "user", content: "Tell a story" }], stream: true, n: 2, max_tokens: 2000, logprobs: true, top_logprobs: 20, ignore_eos: true });
     const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
-    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     sock.pause();
     try {
       // both sequences are the stalled client's: this request waits until the server cuts it
@@ -182,7 +182,7 @@ describe("tsllm serve against a client that never reads its stream", { skip }, (
     const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
     const closed = new Promise<void>((resolve) => sock.on("close", () => resolve()));
-    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     sock.pause();
     try {
       // the server counts the request as 499 once it cuts the connection
@@ -226,7 +226,7 @@ test("a stream's reader that takes a little at a time, each wait for it shorter 
   let received = 0;
   const trickle = setInterval(() => (received += (sock.read(100 * 1024) as Buffer | null)?.length ?? 0), 100);
   try {
-    sock.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sock.write("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
     sock.pause();
     await until(() => outcome !== undefined, "the request");
     const { sent, whole } = await outcome!;
@@ -271,15 +271,15 @@ describe("tsllm serve against clients that trickle their request (slowloris)", {
   };
 
   test("a body trickled a byte at a time is answered 408 once readTimeoutMs has passed, and counted as 408", async () => {
-    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\": \"", "a"));
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"prompt\": \"", "a"));
     // the same over chunked transfer encoding
-    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", "1\r\na\r\n"));
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n", "1\r\na\r\n"));
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     assert.ok(metrics.includes('tsllm_http_requests_total{endpoint="/v1/completions",status="408"} 2'), metrics.split("\n").filter((l) => l.startsWith("tsllm_http")).join("\n"));
   });
 
   test("headers trickled a line at a time, or none at all, are answered 408", async () => {
-    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: x\r\n", "X-Slow: 1\r\n"));
+    timedOut(await trickle("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\n", "X-Slow: 1\r\n"));
     timedOut(await trickle("", ""));
   });
 
@@ -312,7 +312,7 @@ describe("tsllm serve against many clients each holding a large body unfinished"
     for (let i = 0; i < 2; i++) {
       const sock = connect(port, "127.0.0.1");
       sock.on("error", () => undefined);
-      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${500 * 1024}\r\n\r\n{"prompt":"${"a".repeat(400 * 1024)}`);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${500 * 1024}\r\n\r\n{"prompt":"${"a".repeat(400 * 1024)}`);
       held.push(sock);
     }
     // both held bodies counted before the third comes (else the third's bytes, counted first,

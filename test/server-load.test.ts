@@ -41,7 +41,7 @@ describe("tsllm serve under load and faults", { skip }, () => {
   test("a client that leaves while its body is still arriving is counted 499 (it left), not 400 (malformed HTTP)", async () => {
     const before = await metricsOf(s.url);
     const port = Number(new URL(s.url).port);
-    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"prompt": "Once`;
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"prompt": "Once`;
     // one closes its side (FIN), one resets the connection (RST)
     for (const leave of ["end", "reset"] as const) {
       await new Promise<void>((done) => {
@@ -219,7 +219,7 @@ test("a request whose body is still arriving when the server starts shutting dow
   socket.setEncoding("utf8");
   // the 100 Continue says the server is handling the request: its body is sent once the shutdown has begun
   const continued = new Promise<void>((resolve) => socket.on("data", (d: string) => { answer += d; if (answer.includes("100 Continue")) resolve(); }));
-  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
+  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
   await continued;
   const closed = s.server.close(20_000);
   socket.write(body);
@@ -234,7 +234,7 @@ test("requests pipelined on one connection are cancelled, all of them, when thei
   const s = await serveStories({ maxSequences: 1 });
   try {
     const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 200, ignore_eos: true, temperature: 0 });
-    const one = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const one = `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
     const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
     sock.write(one.repeat(6));
@@ -257,7 +257,7 @@ test("one connection's pipelined requests are taken one at a time, so a pipelini
   const s = await serveStories({ maxSequences: 4 });
   try {
     const body = JSON.stringify({ prompt: "Once upon a time", max_tokens: 8, ignore_eos: true, temperature: 0 });
-    const one = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const one = `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
     const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
     let answers = "";
@@ -306,13 +306,13 @@ test("a body cut off (its client left, the read timeout's 408, a malformed chunk
   const s = await serveStories({ maxSequences: 1 }, { readTimeoutMs: 1000, log: (r) => reports.push(r) });
   try {
     const port = Number(new URL(s.url).port);
-    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"prompt": "Once`;
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"prompt": "Once`;
     // each writes part of a body, then leaves (FIN or RST) once the server has read it, or waits for the server to give up
     const cases: { data: string; leave?: "end" | "reset"; status: string }[] = [
       { data: head, leave: "end", status: "499" },
       { data: head, leave: "reset", status: "499" },
       { data: head, status: "408" },
-      { data: "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"prom\r\n", status: "400" },
+      { data: "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"prom\r\n", status: "400" },
     ];
     for (const { data, leave, status } of cases) {
       const before = sampleSum(await metricsOf(s.url), "tsllm_http_requests_total", { endpoint: "/v1/completions", status });

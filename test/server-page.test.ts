@@ -19,7 +19,8 @@ let s: Awaited<ReturnType<typeof serveStories>>;
 let browser: Browser;
 before(async () => {
   if (skip) return;
-  s = await serveStories({ contextSize: 2048 });
+  // (tsllm.test: the name a machine on the LAN reaches it by, in the Copy test; bound to loopback it answers only names it is given)
+  s = await serveStories({ contextSize: 2048 }, { allowedHosts: ["tsllm.test"] });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 });
 after(async () => {

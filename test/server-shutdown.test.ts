@@ -93,7 +93,7 @@ test("a request whose body arrives after the shutdown began, and which would hav
   // the 100 Continue says the server is handling the request: its body is sent once the shutdown has begun
   const continued = new Promise<void>((resolve) => socket.on("data", (d: string) => { answer += d; if (answer.includes("100 Continue")) resolve(); }));
   const answered = new Promise<void>((resolve) => socket.on("data", () => { if (/\r\n\r\n[\s\S]*\}$/.test(answer.slice(answer.indexOf("100 Continue") + 16))) resolve(); }));
-  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
+  socket.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`);
   await continued;
   const closed = s.server.close(20_000);
   socket.write(body);
@@ -255,7 +255,7 @@ test("a stream whose headers promised keep-alive before the drain closes its con
       req.end(JSON.stringify({ prompt: "Lily and Ben", max_tokens: 480, ignore_eos: true, stream: true }));
     });
     assert.equal(stream.headers.connection, "keep-alive", "the stream's headers went out before the drain");
-    holder.write("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
+    holder.write("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{");
     await until(async () => (await healthOf(s.url)).requests_waiting === 1 || closed, "the stream to wait for room");
     s.child.kill("SIGTERM");
     await until(() => s.stderr().includes("SIGTERM: draining"), "the drain to begin");
@@ -385,7 +385,7 @@ test("a shutdown lets a long /tokenize or /detokenize answer reach its slow clie
   // each client takes its answer's first bytes, then reads nothing more until the shutdown has had time to cut it
   const sockets = await Promise.all(bodies.map(({ path, body }) => new Promise<{ socket: Socket; head: Buffer }>((resolve) => {
     const text = JSON.stringify(body);
-    const socket = connect(port, "127.0.0.1", () => socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`));
+    const socket = connect(port, "127.0.0.1", () => socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`));
     socket.once("data", (head: Buffer) => {
       socket.pause();
       resolve({ socket, head });

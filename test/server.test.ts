@@ -556,7 +556,7 @@ describe("tsllm serve on stories260K", { skip }, () => {
     let answer = "";
     sock.on("data", (d: Buffer) => (answer += d.toString()));
     sock.on("error", () => undefined);
-    sock.write(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${"x".repeat(20_000)}\r\n\r\n`);
+    sock.write(`GET /health HTTP/1.1\r\nHost: localhost\r\nX-Big: ${"x".repeat(20_000)}\r\n\r\n`);
     await new Promise((resolve) => sock.on("close", resolve));
     assert.match(answer, /^HTTP\/1\.1 431 /);
     assert.equal((JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as ErrorBody).error.code, "headers_too_large");
@@ -824,7 +824,7 @@ describe("tsllm serve limits", { skip }, () => {
       let answer = "";
       sock.on("data", (d: Buffer) => (answer += d.toString()));
       sock.on("error", () => undefined);
-      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n${headers}\r\n`);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n${headers}\r\n`);
       await until(() => answer.includes("\r\n\r\n"), "the server's first answer");
       sock.destroy();
       return answer;
@@ -838,7 +838,7 @@ describe("tsllm serve limits", { skip }, () => {
       const sock = connect(Number(new URL(s.url).port), "127.0.0.1");
       let answer = "";
       sock.on("data", (d: Buffer) => (answer += d.toString()));
-      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nAuthorization: Bearer sekret\r\nContent-Length: ${body.length}\r\n\r\n`);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nAuthorization: Bearer sekret\r\nContent-Length: ${body.length}\r\n\r\n`);
       await until(() => answer.includes("100 Continue"), "100 Continue");
       sock.write(body);
       await until(() => /HTTP\/1\.1 200 [\s\S]*"choices"/.test(answer), "the answer");

@@ -1,7 +1,7 @@
 import { loadsAsEncoder } from "../formats/index.js";
 import { loadModel, type LoadModelOptions, type Model } from "../llm.js";
 import { loadEmbeddingModel, type EmbeddingModel } from "../pipelines/index.js";
-import { checkSlotFolder, DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
+import { allowedHostsProblem, checkSlotFolder, DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT, startServer, templateKwargsProblem, type SettingNames } from "../server/index.js";
 import { loadOptionsFrom, chatTemplateFrom, chatTemplateNameFrom, draftQuantizeFrom, draftTokensOf, loadDraftBeside, loadRefusalInFlagWords, TRAINED_CONTEXT, trainedContextOf } from "./generate.js";
 import { MODEL_MEANING, optionalNonEmpty, optionalNumber, optionalString, parse, parseBytes, requireString, UsageError, type OptionSpec, type ParsedValues } from "./args.js";
 import { modelNamedBy } from "./input-files.js";
@@ -46,6 +46,10 @@ Options:
   --api-key KEY         require "Authorization: Bearer KEY" on /v1/* but /v1/health, and every POST (also read from TSLLM_API_KEY)
   --cors ORIGIN         allow browsers on ORIGIN ("*" for any) to call the API; without it a browser page
                         of another origin is refused 403 (clients that are not browsers never are)
+  --allowed-hosts H,... the names, beside localhost and IP addresses, that a request's Host may carry (a
+                        reverse proxy's public name; .example.com: it and every name under it; "*": any).
+                        A server on loopback refuses other names 403 (a DNS-rebinding page sends its own
+                        domain); one on another address checks Host only where this is given
   --alias NAME          the model id in /v1/models (default: the model file's name)
   --chat-template T     Jinja chat template to use instead of the model's own:
                         a file, or the template itself (text holding {{ or {%, as llama.cpp's own option takes it)
@@ -118,7 +122,7 @@ Options:
 
 export const SERVE_ARGS: OptionSpec = {
   model: { type: "string" }, host: { type: "string" }, port: { type: "string" }, parallel: { type: "string" }, "ctx-size": { type: "string" },
-  "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, alias: { type: "string" },
+  "kv-memory": { type: "string" }, "memory-margin": { type: "string" }, "body-limit": { type: "string" }, "bodies-limit": { type: "string" }, "max-queue": { type: "string" }, "api-key": { type: "string" }, cors: { type: "string" }, "allowed-hosts": { type: "string" }, alias: { type: "string" },
   "chat-template": { type: "string" }, "chat-template-name": { type: "string" }, "chat-template-kwargs": { type: "string" }, "grace-ms": { type: "string" }, "write-timeout-ms": { type: "string" }, "read-timeout-ms": { type: "string" }, "sse-ping-interval": { type: "string" }, "keep-alive-timeout-ms": { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, quantize: { type: "string" },
   "cache-type-k": { type: "string" }, "cache-type-v": { type: "string" }, "flash-attn": { type: "string" }, "no-warmup": { type: "boolean" }, "auto-truncate": { type: "boolean" },
   "no-cache-replies": { type: "boolean" }, "no-log-requests": { type: "boolean" }, "no-slots": { type: "boolean" }, "slot-prompt-similarity": { type: "string" }, "slot-save-path": { type: "string" }, admission: { type: "string" },
@@ -128,8 +132,18 @@ export const SERVE_ARGS: OptionSpec = {
 /** the flags that set what the server's refusals name (the library's option names otherwise) */
 export const SETTING_FLAGS: SettingNames = {
   kvCacheBytes: "--kv-memory", contextSize: "--ctx-size", maxSequences: "--parallel", maxQueue: "--max-queue", readTimeoutMs: "--read-timeout-ms", chatTemplate: "--chat-template FILE", chatTemplateName: "--chat-template-name NAME",
-  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR", cors: "--cors ORIGIN", bodyLimit: "--body-limit", bodiesLimit: "--bodies-limit",
+  cacheTypes: "--cache-type-k / --cache-type-v", slots: "--no-slots", slotSavePath: "--slot-save-path DIR", cors: "--cors ORIGIN", allowedHosts: "--allowed-hosts", bodyLimit: "--body-limit", bodiesLimit: "--bodies-limit",
 };
+
+/** --allowed-hosts: comma-separated host names, checked before the model loads */
+function allowedHostsFrom(values: ParsedValues): { allowedHosts?: string[] } {
+  const list = optionalString(values, "allowed-hosts");
+  if (list === undefined) return {};
+  const allowedHosts = list.split(",").map((h) => h.trim()).filter((h) => h !== "");
+  const problem = allowedHostsProblem(allowedHosts, "--allowed-hosts");
+  if (problem) throw new UsageError(problem);
+  return { allowedHosts };
+}
 
 /** --slot-save-path: an existing folder, checked before the model loads (llama-server's "not a directory") */
 function slotSavePathFrom(values: ParsedValues): { slotSavePath?: string } {
@@ -172,7 +186,7 @@ export async function runServe(argv: string[]): Promise<void> {
     chatTemplateKwargs: templateKwargsFrom(optionalString(values, "chat-template-kwargs")), writeTimeoutMs: optionalNumber(values, "write-timeout-ms", { integer: true, min: 1 }),
     ...bodyLimitsFrom(values), ssePingMs: ssePingFrom(values), readTimeoutMs: optionalNumber(values, "read-timeout-ms", { integer: true, min: 1 }), keepAliveTimeoutMs: optionalNumber(values, "keep-alive-timeout-ms", { integer: true, min: 1 }), autoTruncate: values["auto-truncate"] === true,
     log: (report: string) => process.stderr.write(`tsllm serve: ${report}\n`), logRequests: values["no-log-requests"] !== true, settingNames: SETTING_FLAGS, slots: values["no-slots"] !== true,
-    ...slotSavePathFrom(values),
+    ...slotSavePathFrom(values), ...allowedHostsFrom(values),
     ...(draftTokens !== undefined ? { draftTokens } : {}),
   };
   // a stop asked for while the model loads is honoured too (the loading would otherwise run on, and

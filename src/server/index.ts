@@ -5,3 +5,4 @@ export { ApiError } from "./errors.js";
 export { DEFAULT_BODY_LIMIT, MAX_BODY_LIMIT } from "./http.js";
 export { templateKwargsProblem } from "./requests.js";
 export { checkSlotFolder } from "./slot-files.js";
+export { allowedHostsProblem } from "./allowed-hosts.js";

@@ -17,6 +17,7 @@ import { handleEmbeddings, type EmbeddingsApi, type EmbeddingsRoute } from "./em
 import type { ServeContext } from "./context.js";
 import { LIBRARY_SETTING_NAMES, type SettingNames } from "./setting-names.js";
 import { ApiError, internal, invalid } from "./errors.js";
+import { allowedHostsProblem, hostGuard } from "./allowed-hosts.js";
 import { authorized, BodyBudget, BodyCutOff, type BodyLimit, checkBodyHeaders, DEFAULT_BODY_LIMIT, DEFAULT_WRITE_TIMEOUT_MS, MAX_BODY_LIMIT, parseJsonObject, readBody, sendError, sendJson, sendText } from "./http.js";
 import { Metrics } from "./metrics.js";
 import { TokenTexts } from "./openai.js";
@@ -38,6 +39,13 @@ export interface ServeOptions {
   maxQueue?: number;
   /** Access-Control-Allow-Origin for browsers on other origins ("*" or an origin); without it (or from another origin than it names) a browser page's POST is refused 403 (fromForeignPage) */
   cors?: string;
+  /**
+   * the names, beside loopback ones and IP addresses, that a request's Host may carry (a reverse
+   * proxy's public name; ".example.com" for it and every name under it; "*" for any): a server
+   * bound to loopback refuses others 403 (a DNS-rebinding page sends its own domain), one bound to
+   * another address checks Host only where this is given (src/server/allowed-hosts.ts)
+   */
+  allowedHosts?: readonly string[];
   /** largest request body in bytes, as sent or once unpacked (default 4 MiB; at most MAX_BODY_LIMIT, the longest string: a body is decoded into one) */
   bodyLimit?: number;
   /** bytes of request bodies held, all requests together (past the first 64 KiB of each): while they arrive, and until a completion's prompts are tokenized (other requests: until answered); a body that would take the total past it is answered 503 with Retry-After (default 64 MiB, or 4 bodyLimits where that is more) */
@@ -243,6 +251,8 @@ export class OpenAIServer {
   private readonly writeTimeoutMs: number;
   private readonly readTimeoutMs: number;
   private readonly settings: SettingNames;
+  /** whether a request's Host is one this server answers (undefined: every one is), set once it listens */
+  private hostAllowed: ((host: string) => boolean) | undefined;
   private readonly bodies: BodyBudget;
   /** the models' `created` (Unix seconds): when the server started, the same in every answer */
   private readonly created = Math.floor(Date.now() / 1000);
@@ -267,6 +277,8 @@ export class OpenAIServer {
     this.writeTimeoutMs = options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS;
     this.readTimeoutMs = options.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS;
     this.settings = { ...LIBRARY_SETTING_NAMES, ...options.settingNames };
+    const hostsProblem = options.allowedHosts && allowedHostsProblem(options.allowedHosts, "allowedHosts");
+    if (hostsProblem) throw new RangeError(hostsProblem);
     this.bodies = new BodyBudget(options.bodiesLimit ?? Math.max(64 * 2 ** 20, 4 * this.bodyLimit), this.settings.bodiesLimit);
     if (options.draftTokens !== undefined && !(Number.isInteger(options.draftTokens) && options.draftTokens >= 1)) throw new RangeError(`draftTokens must be an integer >= 1, got ${options.draftTokens}`);
     if (options.slotSavePath !== undefined) checkSlotFolder(options.slotSavePath, "slotSavePath");
@@ -338,6 +350,7 @@ export class OpenAIServer {
       this.http.once("error", reject);
       this.http.listen(this.options.port ?? 8080, this.options.host ?? "127.0.0.1", () => {
         this.http.off("error", reject);
+        this.hostAllowed = hostGuard(this.options.host ?? "127.0.0.1", (this.http.address() as AddressInfo).address, this.options.allowedHosts);
         resolve(this);
       });
     });
@@ -516,6 +529,12 @@ export class OpenAIServer {
       if (req.httpVersion === "1.1" && req.headers.host === undefined) {
         res.setHeader("Connection", "close");
         throw new ApiError(400, "the request has no Host header, which HTTP/1.1 requires (RFC 9112, section 3.2)", "invalid_request_error", null, "invalid_http_request");
+      }
+      // (an HTTP/1.0 request without Host is no browser's)
+      const host = req.headers.host;
+      if (host !== undefined && this.hostAllowed && !this.hostAllowed(host)) {
+        const name = printable(host).replace(/:\d+$/, "");
+        throw new ApiError(403, `the Host header ${JSON.stringify(printable(host))} is not a name of this server, which listens on ${this.url} (a page whose domain was re-pointed at this machine sends such a name: DNS rebinding); start it with ${this.settings.allowedHosts} ${name} to answer requests sent to that name`, "invalid_request_error", null, "host_not_allowed");
       }
       if (req.method === "OPTIONS" && this.options.cors) {
         // the headers the browser asks for are allowed: the openai client sends X-Stainless-*,

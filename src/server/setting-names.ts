@@ -30,11 +30,13 @@ export interface SettingNames {
   readonly bodiesLimit: string;
   /** the origin whose browser pages may call the API (ServeOptions.cors), after "start it with" */
   readonly cors: string;
+  /** the names a request's Host may carry (ServeOptions.allowedHosts), after "start it with" */
+  readonly allowedHosts: string;
 }
 
 /** the library's option names, for a server started from the library */
 export const LIBRARY_SETTING_NAMES: SettingNames = {
   kvCacheBytes: "kvCacheBytes", contextSize: "contextSize", maxSequences: "maxSequences", maxQueue: "maxQueue", readTimeoutMs: "readTimeoutMs", chatTemplate: "a chatTemplate", chatTemplateName: "a chatTemplateName",
   cacheTypes: "cacheTypeK / cacheTypeV", slots: "slots: false", slotSavePath: "slotSavePath (a folder for the slot files)",
-  cors: "a cors option", bodyLimit: "bodyLimit", bodiesLimit: "bodiesLimit",
+  cors: "a cors option", allowedHosts: "allowedHosts naming", bodyLimit: "bodyLimit", bodiesLimit: "bodiesLimit",
 };
