@@ -448,6 +448,35 @@ test("tsllm pipeline text-generation --suppress-tokens, --begin-suppress-tokens,
 });
 
 /*
+ * transformers' typical_p, epsilon_cutoff and eta_cutoff had no flag (typical_p: the library's option
+ * and a folder's key; the cutoffs were refused). The flags give what the library's options give
+ * (test/text-generation-cutoffs and text-generation-decay judge those against transformers' warpers).
+ */
+test("tsllm pipeline text-generation --typical-p, --epsilon-cutoff, --eta-cutoff: the library's options", { skip: skipWithoutShared("hf-oracle/gpt2-tiny.expected.json") }, async () => {
+  const gen = await pipeline("text-generation", `${O}/gpt2-tiny`, { threads: 1 });
+  try {
+    const input = "In the beginning";
+    const run = gpt2TinyText(input, 12);
+    const sampling = ["--do-sample", "--seed", "7", "--temperature", "1.3"];
+    const text = (r: ReturnType<typeof tsllm>) => (textResults(r)[0]![0] as { generated_text: string }).generated_text;
+    const library = async (o: object) => ((await gen(input, { maxNewTokens: 12, doSample: true, seed: 7, temperature: 1.3, ...o })) as { generated_text: string }[])[0]!.generated_text;
+    const plain = text(run(...sampling));
+    const cut = text(run(...sampling, "--typical-p", "0.9", "--epsilon-cutoff", "0.02", "--eta-cutoff", "0.9"));
+    assert.equal(cut, await library({ typicalP: 0.9, epsilonCutoff: 0.02, etaCutoff: 0.9 }));
+    assert.notEqual(cut, plain, "the cutoffs change this reply");
+    assert.equal(text(run(...sampling, "--epsilon-cutoff", "0.02")), await library({ epsilonCutoff: 0.02 }));
+    assert.equal(text(run(...sampling, "--eta-cutoff", "1.5", "--typical-p", "2")), plain, "outside (0, 1) and typical-p 1 or more: none");
+    for (const [flag, bad, message] of [
+      ["--typical-p", "0", "--typical-p must be > 0, got 0"],
+      ["--epsilon-cutoff", "x", `--epsilon-cutoff expects a decimal number (such as 0.5, -2 or 1e-3), got "x"`],
+      ["--eta-cutoff", "1e400", `--eta-cutoff expects a finite number, got "1e400"`],
+    ] as const) assertUsageError(run(flag, bad), message);
+  } finally {
+    gen.dispose();
+  }
+});
+
+/*
  * A folder's forced_bos_token_id / forced_eos_token_id could not be turned off from the command line
  * ("" was refused): "" is none, as the list flags' "", the library's null (transformers' None).
  */
@@ -472,7 +501,7 @@ test("tsllm pipeline text-generation --forced-bos-token-id \"\", --forced-eos-to
   }
 });
 
-test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id, --exponential-decay-length-penalty, --seed) is a usage error naming it and its tasks", () => {
+test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregation-strategy, --ignore-labels, --stride, --is-split-into-words, --delimiter, --input-json, --target, --max-new-tokens, --max-length, --memory-margin, --do-sample, --temperature, --top-p, --typical-p, --epsilon-cutoff, --eta-cutoff, --repetition-penalty, --no-repeat-ngram-size, --min-new-tokens, --min-length, --suppress-tokens, --begin-suppress-tokens, --bad-words-ids, --sequence-bias, --forced-bos-token-id, --forced-eos-token-id, --exponential-decay-length-penalty, --seed) is a usage error naming it and its tasks", () => {
   // what each option is for, as --help documents it
   const classification = "text-classification, sentiment-analysis";
   for (const [task, option, value, tasks] of [
@@ -490,6 +519,7 @@ test("an option of other tasks (--pair, --top-k, --function-to-apply, --aggregat
     ["fill-mask", "suppress-tokens", "2", "text-generation"], ["ner", "begin-suppress-tokens", "2", "text-generation"], ["feature-extraction", "bad-words-ids", "2,3", "text-generation"],
     ["sentiment-analysis", "sequence-bias", "2=1", "text-generation"], ["fill-mask", "forced-bos-token-id", "2", "text-generation"], ["ner", "forced-eos-token-id", "2", "text-generation"],
     ["fill-mask", "exponential-decay-length-penalty", "2,1.5", "text-generation"],
+    ["ner", "typical-p", "0.5", "text-generation"], ["sentiment-analysis", "epsilon-cutoff", "0.01", "text-generation"], ["feature-extraction", "eta-cutoff", "0.01", "text-generation"],
   ] as const) {
     // a boolean flag takes no value
     const r = tsllm("pipeline", task, "--model", "m", "--input", "x", `--${option}`, ...(value === "" ? [] : [value]));

@@ -197,7 +197,7 @@ function gpt2TinyConfig(dir: string, name: string, config: object, generation: o
  * tsllm's pipeline read generation_config.json only, and the settings it does not do were
  * silently ignored: another text than transformers', told as the same.
  */
-test("text-generation takes config.json's generation settings without a generation_config.json, task_specific_params over them, and refuses a setting it does not do (forced_decoder_ids, epsilon_cutoff when sampling) naming it", { skip }, async () => {
+test("text-generation takes config.json's generation settings without a generation_config.json, task_specific_params over them, and refuses a setting it does not do (forced_decoder_ids) naming it", { skip }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "tsllm-textgen-folder-"));
   const opened: TextGenerationPipeline[] = [];
   const open = async (folder: string) => {
@@ -229,10 +229,11 @@ test("text-generation takes config.json's generation settings without a generati
     await assert.rejects(pipeline("text-generation", notObject, { threads: 1 }), new Error(`${notObject}/config.json: task_specific_params["text-generation"]: expected an object of generation settings, got 5`));
     // their no-op values are no setting: the plain reply
     assert.equal(await (await open(gpt2TinyConfig(dir, "noop", {}, { no_repeat_ngram_size: 0, num_beams: 1, bad_words_ids: null, typical_p: 1 })))({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
-    // epsilon_cutoff acts only when sampling: greedy runs, a sampling call is refused naming it (typical_p is read: test/text-generation-decay.test.ts)
-    const epsilon = await open(gpt2TinyConfig(dir, "epsilon", {}, { epsilon_cutoff: 0.001 }));
-    assert.equal(await epsilon({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
-    await assert.rejects(epsilon({ doSample: true, maxNewTokens: 8 }), /generation_config\.json sets epsilon_cutoff 0\.001, .*it acts only when sampling: decode greedily \(doSample false\)/);
+    // renormalize_logits (a last log-softmax) changes the scores transformers returns, not the token drawn; the pipeline returns none: greedy and sampling as without it
+    // (typical_p, epsilon_cutoff and eta_cutoff, refused when sampling before, are read: test/text-generation-decay, test/text-generation-cutoffs)
+    const renormalized = await open(gpt2TinyConfig(dir, "renormalize", {}, { renormalize_logits: true }));
+    assert.equal(await renormalized({ maxNewTokens: 8 }), await plain({ maxNewTokens: 8 }));
+    assert.equal(await renormalized({ doSample: true, seed: 5, maxNewTokens: 8 }), await plain({ doSample: true, seed: 5, maxNewTokens: 8 }));
     // no room for a new token, as generate() refuses it (_validate_generated_length; GenerationConfig.validate's max_new_tokens > 0): not the prompt alone
     await assert.rejects(plain({ maxLength: 4 }), (e: unknown) => e instanceof OptionError && e.option === "maxLength" && e.message.startsWith(`text-generation: the input has 4 tokens and maxLength 4 (maxLength, --max-length) counts them: no room for a new token; transformers refuses it too ("Input length of input_ids is 4, but max_length is set to 4")`));
     await assert.rejects(plain({ maxNewTokens: 0 }), (e: unknown) => e instanceof OptionError && e.option === "maxNewTokens" && e.message === "maxNewTokens must be a positive integer, got 0");

@@ -54,7 +54,7 @@ const GENERATE_OPTIONS: Record<keyof GenerateOptions, true> = {
   promptLogprobs: true, numBeams: true, lengthPenalty: true, earlyStopping: true, numReturnSequences: true, noRepeatNgramSize: true, minNewTokens: true,
   suppressTokens: true, beginSuppressTokens: true, badWordsIds: true, sequenceBias: true, forcedBosTokenId: true, forcedEosTokenId: true, exponentialDecayLengthPenalty: true,
   draftModel: true, draftTokens: true, promptLookup: true, grammar: true, jsonSchema: true, json: true, choice: true, regex: true, preservedTokens: true, n: true, minLineIndent: true, newLineAfterMs: true, slot: true,
-  temperature: true, topK: true, topP: true, minP: true, typicalP: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,
+  temperature: true, topK: true, topP: true, minP: true, typicalP: true, epsilonCutoff: true, etaCutoff: true, repeatPenalty: true, repeatLastN: true, frequencyPenalty: true,
   presencePenalty: true, logitBias: true, seed: true, samplerOrder: true, minKeep: true,
 };
 const CHAT_ONLY_OPTIONS: Record<Exclude<keyof ChatOptions, keyof GenerateOptions>, true> = { system: true, chatTemplate: true, chatTemplateName: true, parseSpecialInContent: true };

@@ -399,6 +399,6 @@ test("options are validated with the parameter name and the allowed range", () =
   const d = resolveSamplingOptions({ seed: 5 });
   assert.deepEqual(
     { ...d, logitBias: [...d.logitBias] },
-    { temperature: 0.8, topK: 40, typicalP: 1, topP: 0.95, minP: 0.05, repeatPenalty: 1, repeatLastN: 64, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], seed: 5, minKeep: 0, samplerOrder: "llama.cpp" },
+    { temperature: 0.8, topK: 40, typicalP: 1, epsilonCutoff: 0, etaCutoff: 0, topP: 0.95, minP: 0.05, repeatPenalty: 1, repeatLastN: 64, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], seed: 5, minKeep: 0, samplerOrder: "llama.cpp" },
   );
 });

@@ -11,7 +11,8 @@ export const pipelineHelp = `Usage: tsllm pipeline TASK --model MODEL --input TE
                       [--pair TEXT]... [--function-to-apply F] [--aggregation-strategy S]
                       [--ignore-labels L,...] [--stride N] [--is-split-into-words [--delimiter D] [--input-json]]
                       [--target WORD]... [--max-new-tokens N] [--max-length N] [--do-sample | --no-do-sample]
-                      [--temperature T] [--top-p P] [--repetition-penalty R] [--no-repeat-ngram-size N]
+                      [--temperature T] [--top-p P] [--typical-p P] [--epsilon-cutoff E] [--eta-cutoff E]
+                      [--repetition-penalty R] [--no-repeat-ngram-size N]
                       [--min-new-tokens N] [--min-length N] [--suppress-tokens ID,...]
                       [--begin-suppress-tokens ID,...] [--bad-words-ids ID,...]... [--sequence-bias ID,...=BIAS]...
                       [--forced-bos-token-id ID] [--forced-eos-token-id ID,...]
@@ -52,6 +53,14 @@ Options:
                                 generation_config.json do_sample, else greedy, as transformers)
   --temperature T               text-generation: sampling's temperature, above 0 (default: the folder's, else 1)
   --top-p P                     text-generation: sampling's top-p, 0 to 1 (default: the folder's top_p, else 1)
+  --typical-p P                 text-generation: locally typical sampling's mass, above 0, 1 or more for none
+                                (default: the folder's typical_p, else none; transformers' typical_p)
+  --epsilon-cutoff E            text-generation: sampling drops the tokens less likely than E, after typical-p;
+                                0 < E < 1 cuts, other numbers none (default: the folder's epsilon_cutoff, else
+                                none; transformers' epsilon_cutoff)
+  --eta-cutoff E                text-generation: as --epsilon-cutoff with the cutoff min(E, sqrt(E) *
+                                exp(-entropy)), after it (default: the folder's eta_cutoff, else none;
+                                transformers' eta_cutoff)
   --repetition-penalty R        text-generation: divides the logit of each token already in the prompt or reply
                                 (multiplies a negative one), above 0, 1 for none; greedy or sampling (default:
                                 the folder's repetition_penalty, else 1; transformers' repetition_penalty)
@@ -117,6 +126,9 @@ const TASK_OPTIONS: Readonly<Record<string, readonly PipelineTask[]>> = {
   "no-do-sample": ["text-generation"],
   temperature: ["text-generation"],
   "top-p": ["text-generation"],
+  "typical-p": ["text-generation"],
+  "epsilon-cutoff": ["text-generation"],
+  "eta-cutoff": ["text-generation"],
   "repetition-penalty": ["text-generation"],
   "no-repeat-ngram-size": ["text-generation"],
   "min-new-tokens": ["text-generation"],
@@ -136,7 +148,8 @@ export const PIPELINE_ARGS: OptionSpec = {
   "function-to-apply": { type: "string" }, "aggregation-strategy": { type: "string" }, "ignore-labels": { type: "string" }, target: { type: "string", multiple: true },
   stride: { type: "string" }, "is-split-into-words": { type: "boolean" }, delimiter: { type: "string" }, "input-json": { type: "boolean" },
   "max-new-tokens": { type: "string" }, "max-length": { type: "string" }, "memory-margin": { type: "string" },
-  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "repetition-penalty": { type: "string" },
+  "do-sample": { type: "boolean" }, "no-do-sample": { type: "boolean" }, temperature: { type: "string" }, "top-p": { type: "string" }, "typical-p": { type: "string" },
+  "epsilon-cutoff": { type: "string" }, "eta-cutoff": { type: "string" }, "repetition-penalty": { type: "string" },
   "no-repeat-ngram-size": { type: "string" }, "min-new-tokens": { type: "string" }, "min-length": { type: "string" },
   "suppress-tokens": { type: "string" }, "begin-suppress-tokens": { type: "string" }, "bad-words-ids": { type: "string", multiple: true }, "sequence-bias": { type: "string", multiple: true },
   "forced-bos-token-id": { type: "string" }, "forced-eos-token-id": { type: "string" }, "exponential-decay-length-penalty": { type: "string" }, seed: { type: "string" }, threads: { type: "string" }, backend: { type: "string" }, json: { type: "boolean" },
@@ -234,6 +247,8 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const doSample = flag(values, "do-sample") ? true : flag(values, "no-do-sample") ? false : undefined;
   const temperature = optionalNumber(values, "temperature", { min: 0 });
   const topP = optionalNumber(values, "top-p", { min: 0, max: 1 });
+  // transformers' TypicalLogitsWarper takes a mass above 0; generate() adds the cutoffs' warpers only for 0 < x < 1, other numbers none
+  const cutoffs = { typicalP: optionalNumber(values, "typical-p", { above: 0 }), epsilonCutoff: optionalNumber(values, "epsilon-cutoff"), etaCutoff: optionalNumber(values, "eta-cutoff") };
   // transformers' RepetitionPenaltyLogitsProcessor takes a strictly positive penalty
   const repetitionPenalty = optionalNumber(values, "repetition-penalty", { above: 0 });
   // transformers' logits processors: whole numbers, 0 adding none
@@ -258,7 +273,7 @@ export async function runPipeline(argv: string[]): Promise<void> {
   const seedText = optionalString(values, "seed");
   const seedGiven = seedText !== undefined && seedText !== "-1";
   const seed = task === "text-generation" ? seedFrom(values) : undefined;
-  const sampling = { ...(doSample === undefined ? {} : { doSample }), ...(temperature === undefined ? {} : { temperature }), ...(topK == null ? {} : { topK }), ...(topP === undefined ? {} : { topP }), ...(repetitionPenalty === undefined ? {} : { repetitionPenalty }), seed };
+  const sampling = { ...(doSample === undefined ? {} : { doSample }), ...(temperature === undefined ? {} : { temperature }), ...(topK == null ? {} : { topK }), ...(topP === undefined ? {} : { topP }), ...Object.fromEntries(Object.entries(cutoffs).filter(([, v]) => v !== undefined)), ...(repetitionPenalty === undefined ? {} : { repetitionPenalty }), seed };
   const memoryMargin = memoryMarginOption(values);
   const threads = threadsOption(values);
   const backend = backendOption(values);

@@ -21,7 +21,18 @@ const LIST_BAN_KEYS = { suppress_tokens: "suppressTokens", begin_suppress_tokens
 /** the forced tokens tsllm's pipeline honours, each with its option's name (null: none) */
 const FORCED_KEYS = { forced_bos_token_id: "forcedBosTokenId", forced_eos_token_id: "forcedEosTokenId" } as const;
 
-const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS), "exponential_decay_length_penalty", "typical_p"];
+/** typical_p and the sampling cutoffs tsllm's pipeline honours, each with its option's name */
+const CUTOFF_KEYS = { typical_p: "typicalP", epsilon_cutoff: "epsilonCutoff", eta_cutoff: "etaCutoff" } as const;
+
+/*
+ * Read by no one, on purpose: renormalize_logits appends LogitNormalization (a log-softmax) to the
+ * processors, which changes the scores generate() returns with output_scores, not the token chosen
+ * (greedy's argmax and sampling's softmax are the same after it); the pipeline returns no scores
+ * and runs no beam search (num_beams is refused), so a folder's value changes nothing. The output
+ * switches (output_scores, return_dict_in_generate ...) likewise.
+ */
+
+const HONOURED = ["do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "max_length", ...Object.keys(BANS), ...Object.keys(LIST_BAN_KEYS), ...Object.keys(FORCED_KEYS), "exponential_decay_length_penalty", ...Object.keys(CUTOFF_KEYS)];
 
 /**
  * Keys generate() acts on by default (GenerationMixin._get_logits_processor, _get_stopping_criteria,
@@ -47,13 +58,7 @@ const NOT_DONE: readonly (readonly [key: string, noOp: readonly unknown[], what:
   ["token_healing", [false], "rewrites the prompt's last tokens"],
 ];
 
-/** keys that act only when sampling (their warpers are added with do_sample only): refused by a call that samples */
-const NOT_DONE_SAMPLING: readonly (readonly [key: string, noOp: readonly unknown[], what: string])[] = [
-  ["epsilon_cutoff", [0], "epsilon sampling"],
-  ["eta_cutoff", [0], "eta sampling"],
-];
-
-const GENERATION_KEYS = [...HONOURED, ...NOT_DONE.map(([k]) => k), ...NOT_DONE_SAMPLING.map(([k]) => k)];
+const GENERATION_KEYS = [...HONOURED, ...NOT_DONE.map(([k]) => k)];
 
 const isNoOp = (v: unknown, noOp: readonly unknown[]) => v === undefined || v === null || noOp.some((x) => JSON.stringify(x) === JSON.stringify(v));
 
@@ -171,12 +176,23 @@ function decayOf(o: Record<string, unknown>, sources: Readonly<Record<string, st
   return { exponentialDecayLengthPenalty: [v[0], v[1]] };
 }
 
-/** typical_p as the pipeline's option: above 0, as TypicalLogitsWarper takes it; 1 or more adds none (read as 1); null: none */
-function typicalOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Pick<ShippedGeneration, "typicalP"> {
-  const v = o["typical_p"];
-  if (v === undefined || v === null) return {};
-  if (typeof v !== "number" || !(v > 0)) throw new Error(`${sources["typical_p"]}: typical_p: expected a number above 0 (1 or more for none), found ${JSON.stringify(v)?.slice(0, 60)}`);
-  return { typicalP: Math.min(v, 1) };
+/**
+ * typical_p, epsilon_cutoff and eta_cutoff as the pipeline's options (null: none). typical_p above
+ * 0, as TypicalLogitsWarper takes it, 1 or more adding none (read as 1); the cutoffs any number, as
+ * generate() adds EpsilonLogitsWarper / EtaLogitsWarper only for 0 < x < 1 (others: none)
+ */
+function cutoffsOf(o: Record<string, unknown>, sources: Readonly<Record<string, string>>): Pick<ShippedGeneration, (typeof CUTOFF_KEYS)[keyof typeof CUTOFF_KEYS]> {
+  const out: { -readonly [K in (typeof CUTOFF_KEYS)[keyof typeof CUTOFF_KEYS]]?: number } = {};
+  for (const [key, option] of Object.entries(CUTOFF_KEYS)) {
+    const v = o[key];
+    if (v === undefined || v === null) continue;
+    const typical = key === "typical_p";
+    if (typeof v !== "number" || !Number.isFinite(v) || (typical && !(v > 0))) {
+      throw new Error(`${sources[key]}: ${key}: expected ${typical ? "a number above 0 (1 or more for none)" : "a number (0 < x < 1 cuts; others: none)"}, found ${JSON.stringify(v)?.slice(0, 60)}`);
+    }
+    out[option] = typical ? Math.min(v, 1) : v;
+  }
+  return out;
 }
 
 /** task_specific_params["text-generation"] as the pipeline's options (their values as written; checked by generationConfigOf) */
@@ -187,15 +203,12 @@ function taskOptions(taskPath: string, task: Record<string, unknown>): TextGener
     maxNewTokens: defaults.maxTokens, maxLength, ...bansOf(task, Object.fromEntries(Object.keys(BANS).map((k) => [k, taskPath]))),
     ...listBansOf(task, Object.fromEntries(Object.keys(LIST_BAN_KEYS).map((k) => [k, taskPath]))),
     ...forcedOf(task, Object.fromEntries(Object.keys(FORCED_KEYS).map((k) => [k, taskPath]))),
-    ...decayOf(task, { exponential_decay_length_penalty: taskPath }), ...typicalOf(task, { typical_p: taskPath }),
+    ...decayOf(task, { exponential_decay_length_penalty: taskPath }), ...cutoffsOf(task, Object.fromEntries(Object.keys(CUTOFF_KEYS).map((k) => [k, taskPath]))),
   };
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
 
-/**
- * The folder's generation settings for the text-generation pipeline; a setting it does not do that
- * acts only when sampling is left to refuse a call that samples (samplingRefusal).
- */
+/** The folder's generation settings for the text-generation pipeline */
 export function folderGeneration(folder: string): ShippedGeneration {
   const configPath = join(folder, "config.json");
   const config = existsSync(configPath) ? readJsonObject(configPath) : {};
@@ -215,15 +228,13 @@ export function folderGeneration(folder: string): ShippedGeneration {
   generationConfigOf(basePath, base);
   generationConfigOf(taskPath, task);
   const { defaults, doSample, maxLength, sampling } = generationConfigOf(basePath, merged);
-  const samplingRefusal = refusal(merged, sources, NOT_DONE_SAMPLING);
   const ids = { ...listBansOf(merged, sources), ...forcedOf(merged, sources) };
   // where each is written, as the refusals above name it: the pipeline checks the ids against the vocabulary once the model is open
   const idKeys: Readonly<Record<string, string>> = { ...LIST_BAN_KEYS, ...FORCED_KEYS };
   const idSources = Object.fromEntries(Object.entries(idKeys).filter(([, option]) => option in ids).map(([key, option]) => [option, `${sources[key]}: ${key}`]));
   return {
-    ...bansOf(merged, sources), ...ids, ...decayOf(merged, sources), ...typicalOf(merged, sources), ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
+    ...bansOf(merged, sources), ...ids, ...decayOf(merged, sources), ...cutoffsOf(merged, sources), ...(Object.keys(idSources).length === 0 ? {} : { idSources }),
     ...(Object.keys(ownTask).length === 0 ? {} : { task: { options: taskOptions(taskPath, ownTask), source: taskPath } }),
     ...defaults, ...(doSample === undefined ? {} : { doSample }), ...(maxLength === undefined ? {} : { maxLength }), sampling,
-    ...(samplingRefusal === undefined ? {} : { samplingRefusal: `${samplingRefusal}; it acts only when sampling: decode greedily (doSample false) to generate without it` }),
   };
 }

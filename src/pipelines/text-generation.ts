@@ -18,6 +18,10 @@ export interface TextGenerationOptions {
   readonly topP?: number;
   /** locally typical sampling's mass, as TypicalLogitsWarper keeps it, after min-p (default: the folder's typical_p, else none); 1 or more: none */
   readonly typicalP?: number;
+  /** epsilon sampling, as EpsilonLogitsWarper, after typical-p: drops the tokens whose probability is below it (default: the folder's epsilon_cutoff, else none); outside (0, 1): none */
+  readonly epsilonCutoff?: number;
+  /** eta sampling, as EtaLogitsWarper, after epsilon: the cutoff min(eta, sqrt(eta) * exp(-entropy)) (default: the folder's eta_cutoff, else none); outside (0, 1): none */
+  readonly etaCutoff?: number;
   /** default: the model's generation_config.json repetition_penalty, else 1 */
   readonly repetitionPenalty?: number;
   /** never repeat an n-gram of this size, the prompt's included (default: the folder's no_repeat_ngram_size, else 0: none) */
@@ -57,7 +61,7 @@ export const FORCED_TOKENS = ["forcedBosTokenId", "forcedEosTokenId"] as const;
 const FOLDER_BANS = ["noRepeatNgramSize", "minNewTokens", "minLength", ...LIST_BANS, ...FORCED_TOKENS, "exponentialDecayLengthPenalty"] as const;
 
 /** TextGenerationOptions' names: any other key (transformers' max_new_tokens, do_sample ...) is refused, not ignored */
-export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "typicalP", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
+export const TEXT_GENERATION_OPTIONS: readonly string[] = ["maxNewTokens", "maxLength", "doSample", "temperature", "topK", "topP", "typicalP", "epsilonCutoff", "etaCutoff", "repetitionPenalty", ...FOLDER_BANS, "seed", "returnFullText", "chatTemplate"];
 
 /** transformers 5's TextGenerationPipeline._default_generation_config */
 export const DEFAULT_MAX_NEW_TOKENS = 256;
@@ -74,16 +78,16 @@ export interface ShippedGeneration extends GenerationDefaults, Pick<TextGenerati
   readonly maxLength?: number;
   /** temperature, top_k, top_p, min_p as written, do_sample false included (a call's doSample samples with them, as transformers) */
   readonly sampling?: Pick<GenerationDefaults, "temperature" | "topK" | "topP" | "minP">;
-  /** typical_p as written, 1 or more read as 1 (none) */
+  /** typical_p as written, 1 or more read as 1 (none); epsilon_cutoff and eta_cutoff as written */
   readonly typicalP?: number;
+  readonly epsilonCutoff?: number;
+  readonly etaCutoff?: number;
   /**
    * config.json's task_specific_params["text-generation"] (`source` names it) as options: over the
    * pipeline's own options, under a call's (textGeneration's underTask); they are also in the
    * values above, over the file's
    */
   readonly task?: { readonly options: TextGenerationOptions; readonly source: string };
-  /** a folder's setting that acts only when sampling and that tsllm does not do (typical_p ...): a call that samples is refused with it */
-  readonly samplingRefusal?: string;
   /** where each token-id setting above is written, as `<file>: <key>`: an id past the vocabulary is refused naming it (checkFolderIds) */
   readonly idSources?: { readonly [K in TokenIdOption]?: string };
 }
@@ -195,6 +199,11 @@ function checkBudgets(o: TextGenerationOptions): void {
   }
   // transformers' TypicalLogitsWarper refuses a mass of 0 or below; generate() adds none for 1 or more
   if (o.typicalP !== undefined && !(typeof o.typicalP === "number" && o.typicalP > 0)) throw new OptionError(`typicalP must be a number above 0 (1 or more for none), got ${shownValue(o.typicalP)}`, "typicalP");
+  // generate() adds EpsilonLogitsWarper / EtaLogitsWarper for 0 < x < 1 only: any other number is none
+  for (const k of ["epsilonCutoff", "etaCutoff"] as const) {
+    const v = o[k];
+    if (v !== undefined && !(typeof v === "number" && Number.isFinite(v))) throw new OptionError(`${k} must be a number (0 < x < 1 cuts; others: none), got ${shownValue(v)}`, k);
+  }
   const p = o.repetitionPenalty;
   // transformers' RepetitionPenaltyLogitsProcessor: "penalty has to be a strictly positive float"; 1 is none
   if (p !== undefined && !(typeof p === "number" && Number.isFinite(p) && p > 0)) throw new OptionError(`repetitionPenalty must be a finite number above 0 (1 for none), got ${shownValue(p)}`, "repetitionPenalty");
@@ -297,7 +306,7 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
       ...((o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty) === undefined ? {} : { exponentialDecayLengthPenalty: o.exponentialDecayLengthPenalty ?? shipped.exponentialDecayLengthPenalty }),
       // transformers' warpers: temperature first, so top-p and min-p cut the tempered distribution
       ...(doSample
-        ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, typicalP: Math.min(o.typicalP ?? shipped.typicalP ?? 1, 1), seed: o.seed, samplerOrder: "transformers" as const }
+        ? { temperature, topK: call.topK ?? config.topK ?? 50, topP: call.topP ?? config.topP ?? 1, minP: (shipped.sampling ?? shipped).minP ?? 0, typicalP: Math.min(o.typicalP ?? shipped.typicalP ?? 1, 1), epsilonCutoff: o.epsilonCutoff ?? shipped.epsilonCutoff ?? 0, etaCutoff: o.etaCutoff ?? shipped.etaCutoff ?? 0, seed: o.seed, samplerOrder: "transformers" as const }
         : { temperature: 0 }),
       repeatPenalty: o.repetitionPenalty ?? shipped.repeatPenalty ?? 1,
       // transformers' RepetitionPenaltyLogitsProcessor reads the whole sequence (prompt and reply), not llama.cpp's last 64 tokens
@@ -310,7 +319,6 @@ export function textGeneration(model: Model, defaults: TextGenerationOptions, wa
     if (doSample && temperature !== 1 && !(temperature > 0)) {
       throw new OptionError(`temperature must be above 0 when sampling (doSample), got ${temperature}: transformers refuses it too ("has to be a strictly positive float"); for greedy decoding leave doSample out or false`, "temperature");
     }
-    if (doSample && shipped.samplingRefusal !== undefined) throw new Error(shipped.samplingRefusal);
   };
 
   // a conversation's content may be a string or a list of parts, as transformers passes it to the

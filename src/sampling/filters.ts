@@ -161,6 +161,56 @@ export function typicalP(c: Candidates, p: number, minKeep = 1, transformersRule
 }
 
 /**
+ * transformers' EpsilonLogitsWarper: drops the candidates whose probability (the softmax of the
+ * alive ones) is below `epsilon`, except those whose logit is not below the minKeep-th best one's
+ * (at least the best and its ties stay). Outside (0, 1) it does nothing, as generate() adds the
+ * warper only for 0 < epsilon_cutoff < 1. Keeps the relative order of the survivors.
+ */
+export function epsilonCutoff(c: Candidates, epsilon: number, minKeep = 1): void {
+  if (!(epsilon > 0 && epsilon < 1) || c.size === 0) return;
+  softmaxCandidates(c);
+  dropBelow(c, epsilon, minKeep);
+}
+
+/**
+ * transformers' EtaLogitsWarper: as epsilonCutoff with the cutoff min(eta, sqrt(eta) * exp(-H)),
+ * H the entropy of the alive candidates' softmax (a flatter distribution cuts less). Outside
+ * (0, 1) it does nothing, as generate() adds the warper only for 0 < eta_cutoff < 1.
+ */
+export function etaCutoff(c: Candidates, eta: number, minKeep = 1): void {
+  if (!(eta > 0 && eta < 1) || c.size === 0) return;
+  softmaxCandidates(c);
+  const probs = c.probs;
+  let entropy = 0;
+  for (let i = 0; i < c.size; i++) {
+    const q = probs[i]!;
+    if (q > 0) entropy -= q * Math.log(q);
+  }
+  // the warper holds eta as a float32 tensor, so the cutoff is float32 arithmetic
+  const f = Math.fround;
+  dropBelow(c, Math.min(f(eta), f(f(Math.sqrt(eta)) * f(Math.exp(-entropy)))), minKeep);
+}
+
+/** keeps the candidates whose probability (c.probs, normalized) reaches `cutoff` or whose logit reaches the minKeep-th best, in their order */
+function dropBelow(c: Candidates, cutoff: number, minKeep: number): void {
+  const k = Math.min(Math.max(minKeep, 1), c.size);
+  const { ids, logits, probs } = c;
+  const floor = k === 1 ? maxLogit(c) : Float32Array.from(logits.subarray(0, c.size)).sort().at(-k)!;
+  // torch compares its float32 probabilities with the cutoff as a float32
+  const limit = Math.fround(cutoff);
+  let w = 0;
+  for (let i = 0; i < c.size; i++) {
+    if (probs[i]! >= limit || logits[i]! >= floor) {
+      ids[w] = ids[i]!;
+      logits[w] = logits[i]!;
+      probs[w] = probs[i]!;
+      w++;
+    }
+  }
+  c.size = w;
+}
+
+/**
  * Keeps candidates whose probability is >= p times the best one's, i.e. whose logit is
  * >= max + ln(p); the best is always kept, and at least `minKeep`. p <= 0 disables.
  * Keeps the relative order of the survivors.

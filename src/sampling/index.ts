@@ -32,5 +32,5 @@ export {
   sortCandidates,
   type Candidates,
 } from "./candidates.js";
-export { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
+export { applyTemperature, drawCandidate, epsilonCutoff, etaCutoff, minP, topK, topP, typicalP } from "./filters.js";
 export { infillFilter, infillVocabulary, type InfillTokenizer, type InfillVocabulary } from "./infill.js";

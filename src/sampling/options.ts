@@ -14,6 +14,14 @@ export interface SamplingOptions {
   minP?: number;
   /** locally typical sampling; default 1 = disabled (applied after top-k, before top-p, as llama.cpp) */
   typicalP?: number;
+  /**
+   * epsilon sampling, transformers' EpsilonLogitsWarper: drops the tokens whose probability is
+   * below it (the best stays); default 0, and anything outside (0, 1), = disabled. samplerOrder
+   * "transformers" only (after its typical-p): llama.cpp has no such sampler
+   */
+  epsilonCutoff?: number;
+  /** eta sampling, transformers' EtaLogitsWarper: as epsilonCutoff with the cutoff min(eta, sqrt(eta) * exp(-entropy)); default 0 = disabled; samplerOrder "transformers" only */
+  etaCutoff?: number;
   /** default 1 (off); logit > 0 ? logit / p : logit * p for tokens in the last repeatLastN */
   repeatPenalty?: number;
   /** default 64; -1 = the whole history; 0 = no penalties */
@@ -73,6 +81,8 @@ export interface ResolvedSamplingOptions {
   topP: number;
   minP: number;
   typicalP: number;
+  epsilonCutoff: number;
+  etaCutoff: number;
   repeatPenalty: number;
   repeatLastN: number;
   frequencyPenalty: number;
@@ -85,13 +95,15 @@ export interface ResolvedSamplingOptions {
   samplerOrder: SamplerOrder | readonly SamplerStep[];
 }
 
-/** llama.cpp's common_params_sampling defaults */
+/** llama.cpp's common_params_sampling defaults (and transformers' for epsilon and eta sampling, which llama.cpp lacks: off) */
 export const DEFAULT_SAMPLING = {
   temperature: 0.8,
   topK: 40,
   topP: 0.95,
   minP: 0.05,
   typicalP: 1,
+  epsilonCutoff: 0,
+  etaCutoff: 0,
   repeatPenalty: 1,
   repeatLastN: 64,
   frequencyPenalty: 0,
@@ -174,6 +186,9 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     topP: num("topP", options.topP, d.topP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
     minP: num("minP", options.minP, d.minP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (0 = disabled)"),
     typicalP: num("typicalP", options.typicalP, d.typicalP, (x) => x >= 0 && x <= 1, "a number in [0, 1] (1 = disabled)"),
+    // generate() adds these warpers only for 0 < x < 1: any other number is none, as there
+    epsilonCutoff: num("epsilonCutoff", options.epsilonCutoff, d.epsilonCutoff, finite, "a finite number (0 < x < 1 cuts; others: disabled)"),
+    etaCutoff: num("etaCutoff", options.etaCutoff, d.etaCutoff, finite, "a finite number (0 < x < 1 cuts; others: disabled)"),
     repeatPenalty: num("repeatPenalty", options.repeatPenalty, d.repeatPenalty, (x) => x > 0 && finite(x), "a finite number > 0 (1 = disabled)"),
     repeatLastN: num("repeatLastN", options.repeatLastN, d.repeatLastN, (x) => Number.isSafeInteger(x) && x >= -1, "an integer >= -1 (-1 = whole history, 0 = disabled)"),
     frequencyPenalty: num("frequencyPenalty", options.frequencyPenalty, d.frequencyPenalty, finite, "a finite number (0 = disabled)"),
@@ -182,5 +197,10 @@ export function resolveSamplingOptions(options: SamplingOptions = {}): ResolvedS
     seed: Number.isNaN(seed) || seed === RANDOM_SEED ? randomSeed() : seed >>> 0,
     minKeep: num("minKeep", options.minKeep, d.minKeep, (x) => Number.isSafeInteger(x) && x >= 0, "an integer >= 0"),
   };
-  return { ...r, samplerOrder: resolveOrder(options.samplerOrder, penaltiesActive(r)) };
+  const samplerOrder = resolveOrder(options.samplerOrder, penaltiesActive(r));
+  for (const k of ["epsilonCutoff", "etaCutoff"] as const) {
+    // transformers' warpers, which the "transformers" order runs after typical-p; llama.cpp's chain has no place for them
+    if (r[k] > 0 && r[k] < 1 && samplerOrder !== "transformers") throw new OptionError(`sampling option ${k} = ${r[k]}: runs only with samplerOrder "transformers" (transformers' ${k === "epsilonCutoff" ? "EpsilonLogitsWarper" : "EtaLogitsWarper"}, after its typical-p); llama.cpp has no such sampler`, k);
+  }
+  return { ...r, samplerOrder };
 }

@@ -1,5 +1,5 @@
 import { type Candidates, createCandidates, loadCandidates, softmaxCandidates, sortCandidates } from "./candidates.js";
-import { applyTemperature, drawCandidate, minP, topK, topP, typicalP } from "./filters.js";
+import { applyTemperature, drawCandidate, epsilonCutoff, etaCutoff, minP, topK, topP, typicalP } from "./filters.js";
 import { infillFilter, type InfillVocabulary } from "./infill.js";
 import { applyLogitBias, applyPenalties } from "./logit-processors.js";
 import { OptionError } from "../units/index.js";
@@ -53,7 +53,7 @@ const STEPS: Record<Exclude<SamplerStep, "penalties" | "infill">, (c: Candidates
 /**
  * A sampler: logit bias -> penalties -> temperature and the filters in `samplerOrder`'s order
  * (default llama.cpp's chain: top-k -> typical-p -> top-p -> min-p -> temperature; see
- * SAMPLER_ORDERS) -> softmax -> draw (mt19937, so a seed gives the same stream of random numbers
+ * SAMPLER_ORDERS; "transformers" then runs epsilon and eta sampling) -> softmax -> draw (mt19937, so a seed gives the same stream of random numbers
  * as llama.cpp's). It holds one candidate buffer and one RNG: use one sampler per sequence.
  * A chain with the "infill" step reads the model's `vocabulary` (infillVocabulary(tokenizer)).
  */
@@ -82,6 +82,11 @@ export function createSampler(options: SamplingOptions = {}, vocabulary?: Infill
       for (const step of steps) {
         if (step === "infill") infillFilter(c, vocabulary!);
         else if (step !== "penalties") STEPS[step](c, o);
+      }
+      // transformers' EpsilonLogitsWarper and EtaLogitsWarper come after its typical-p (resolveSamplingOptions refuses them in other orders)
+      if (o.samplerOrder === "transformers") {
+        epsilonCutoff(c, o.epsilonCutoff, o.minKeep);
+        etaCutoff(c, o.etaCutoff, o.minKeep);
       }
     }
     if (greedy) softmaxCandidates(c);
