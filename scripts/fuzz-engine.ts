@@ -43,9 +43,9 @@
 // or, under "preempt", stalling until every other request has settled. A reader 64 events behind
 // pauses its request, which under "preempt" is preempted for what needs its room and waits until
 // its reader reads on: still its solo tokens, its events each once (a leaver's a prefix, its tokens
-// as an aborted one's). A stall during which no pass runs for 5 s while a request read at once (and
-// not pinned to a slot, which may wait for the stalled one's slot) is unsettled is a defect: the
-// stalled reader held it back.
+// as an aborted one's). A stall during which no pass runs for 5 s while a request read at once is
+// unsettled is a defect: the stalled reader held it back (a request pinned to the stalled one's
+// slot included: it preempts the paused holder).
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -528,13 +528,13 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
         slow.stalls++;
         await hold(async () => {
           // until every other request has settled; a pass must run meanwhile while another can
-          // (one read at once and not pinned: a pinned one may wait for the slot this one holds)
+          // (one read at once, pinned to this one's slot or not)
           let last = pass, since = Date.now();
           while (done.some((d, j) => !d && j !== i)) {
             await tick();
             if (pass !== last) [last, since] = [pass, Date.now()];
             if (Date.now() - since < STALL_BOUND_MS) continue;
-            const heldBack = c.jobs.map((_, j) => j).filter((j) => j !== i && !done[j] && !holding[j] && j < submitted && c.jobs[j]!.params.slot === undefined);
+            const heldBack = c.jobs.map((_, j) => j).filter((j) => j !== i && !done[j] && !holding[j] && j < submitted);
             if (heldBack.length > 0) defects.push(`request ${i}'s stalled reader (${n} events read, backlog ${request.backlog}) held back request ${heldBack.join(", ")}: no pass for ${STALL_BOUND_MS} ms`);
             slow.stallsBounded++;
             break;

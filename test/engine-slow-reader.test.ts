@@ -89,3 +89,32 @@ test("admission preempt: a request arriving while a stalled reader's request hol
     model.dispose();
   }
 });
+
+test("admission preempt: a request pinned to the slot of a request whose reader stopped reading starts without waiting for that reader; both give their solo tokens", { skip, timeout: 120_000 }, async () => {
+  const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, warmup: false });
+  // room enough for both: only the slot is held
+  const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 2, sliceMs: 0, admission: "preempt" });
+  try {
+    const pa = { ...params(Array.from({ length: 20 }, (_, i) => 300 + i), 100), slot: 0 }, pb = { ...params(Array.from({ length: 17 }, (_, i) => 350 + i), 30), slot: 0 };
+    const a = engine.submit(pa);
+    const reader = a[Symbol.asyncIterator]();
+    const first = await reader.next();
+    while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(a.slots, [0]);
+    // B, pinned to A's slot, read as it comes; A's reader reads nothing until B has ended
+    // (before, B was passed over while A held slot 0, and A held it until its reader read: forever)
+    const b = engine.submit(pb);
+    const bTokens = await drain(b);
+    assert.equal(a.preemptions, 1, "the paused request left its slot");
+    assert.deepEqual(bTokens, await solo(model, pb));
+    assert.equal(a.phase, "waiting", "A waits, its reader still behind");
+    // A's reader reads on: A is recomputed in its slot and ends with its solo tokens, each event once
+    const aTokens = [(first.value as { step: { token: number } }).step.token, ...(await drain(reader, a))];
+    assert.deepEqual(aTokens, await solo(model, pa));
+    assert.deepEqual((await a.outcome).choices[0]!.completionTokens, aTokens);
+    assert.equal(engine.stats.kv!.blocksInUse, 0);
+  } finally {
+    engine.close();
+    model.dispose();
+  }
+});

@@ -1019,6 +1019,8 @@ export class Engine {
     // (before, a request preempted in a step held its slots until the step's end: one pinned to its
     // own slot was passed over, and a request behind it took the slot, when the step went on admitting)
     this.scheduler.onPreempt = (r) => this.slotTable.release(r);
+    // (a pinned request preempts its slot's holder when that one is paused on a stalled reader)
+    this.scheduler.slotHolder = (r) => (r.params.slot === undefined ? undefined : this.slotTable.holder(r.params.slot));
     return this.scheduler;
   }
 

@@ -89,6 +89,8 @@ export class Scheduler implements StrategyHost {
    * to one, itself included, may start again in the same step: startable reads them)
    */
   onPreempt: (request: EngineRequest) => void = () => undefined;
+  /** the running request holding the slot a waiting request is pinned to (the engine's; none: not pinned, or the slot is idle) */
+  slotHolder: (request: EngineRequest) => EngineRequest | undefined = () => undefined;
 
   constructor(
     readonly pool: KVBlockPool,
@@ -191,9 +193,20 @@ export class Scheduler implements StrategyHost {
     const admitted: EngineRequest[] = [];
     for (let w = 0; (!preempted || chunks.length === 0) && w < this.waiting.length && budget > 0;) {
       const request = this.waiting[w]!;
-      // (one waiting for its own slot holds nobody back: llama-server defers only that task; nor
-      // does one preempted while its reader lagged, which would only be paused again, holding room)
-      if (!this.startable(request, admitted) || request.backlog > MAX_BACKLOG) {
+      // (one preempted while its reader lagged holds nobody back: it would only be paused again, holding room)
+      if (request.backlog > MAX_BACKLOG) {
+        w++;
+        continue;
+      }
+      if (!this.startable(request, admitted)) {
+        // a request pinned to a slot whose holder's reader lags past the limit: the holder is
+        // preempted (queued first, in front of this one, until its reader catches up; its slot
+        // free at once: onPreempt), and this one is looked at again. Before, the pinned request
+        // waited for that reader for as long as it did not read, where llama-server defers a task
+        // for a busy slot only until the slot's generation ends (a slow client's output buffered).
+        const holder = this.slotHolder(request);
+        if (holder !== undefined && this.running.includes(holder) && this.paused(holder) && this.preemptible(holder)) this.preempt(holder);
+        // (else one waiting for its own slot holds nobody back: llama-server defers only that task)
         w++;
         continue;
       }
@@ -383,13 +396,18 @@ export class Scheduler implements StrategyHost {
     return this.limits.admission === "preempt" && request.strategy.recomputable === true;
   }
 
-  /** the most recently admitted preemptible request whose reader lags past the limit (it plans no chunk then: decodes skip it, and it was not admitted or recomputing while it lagged) */
+  /** the most recently admitted preemptible request paused on its reader */
   private pausedPreemptible(): EngineRequest | undefined {
     for (let i = this.running.length - 1; i >= 0; i--) {
       const r = this.running[i]!;
-      if (this.preemptible(r) && r.prefilled && !r.recomputing && r.backlog > MAX_BACKLOG) return r;
+      if (this.preemptible(r) && this.paused(r)) return r;
     }
     return undefined;
+  }
+
+  /** whether the running request's reader lags past the limit (it plans no chunk then: decodes skip it, and it was not admitted or recomputing while it lagged) */
+  private paused(request: EngineRequest): boolean {
+    return request.prefilled && !request.recomputing && request.backlog > MAX_BACKLOG;
   }
 
   private newestPreemptible(): EngineRequest | undefined {
