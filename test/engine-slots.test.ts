@@ -54,7 +54,7 @@ test("a request pinned to a busy slot runs in it once it is free, behind a stead
   }
 });
 
-test("a pinned request preempted in a step that runs nothing else is started again first, in its slot: the request behind it does not take the slot meanwhile", { skip }, async () => {
+test("a pinned request growing beside a request paused on its reader is not preempted itself: the paused one gives up its room and slot, and the request behind takes that slot, not the pinned one's", { skip, timeout: 120_000 }, async () => {
   const model = await loadModel(sharedFile(MODEL)!, { contextSize: 128, warmup: false });
   // a pool of 9 blocks of 16 positions, two sequences at once
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 2, sliceMs: 0, admission: "preempt", kvCacheBytes: 9 * 16 * model.engine.bytesPerToken });
@@ -64,21 +64,21 @@ test("a pinned request preempted in a step that runs nothing else is started aga
     const reader = a[Symbol.asyncIterator]();
     await reader.next();
     while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
-    // B, pinned to slot 1, is admitted on its prompt (2 blocks) and grows until it finds no block and
-    // preempts itself, in a step that plans nothing else (A is paused); U waits behind it (two sequences run)
+    // B, pinned to slot 1, is admitted on its prompt (2 blocks) and grows past the room A leaves;
+    // U, submitted with it, waits for a sequence (two run) and then for room
     const b = engine.submit(params(Array.from({ length: 17 }, (_, i) => 350 + i), 100, 1));
     const u = engine.submit(params([1, 400, 401], 2));
-    const bRun = drain(b), uRun = drain(u);
-    while (b.preemptions === 0) await new Promise((r) => setTimeout(r, 5));
-    // A read on: it ends, and B and U run
-    const aRun = (async () => {
-      while (!(await reader.next()).done);
-      await a.outcome;
-    })();
-    await Promise.all([aRun, bRun, uRun]);
+    await Promise.all([drain(b), drain(u)]);
+    // (before ef55d14, B preempted itself in a step that planned nothing else, the room held by A
+    // until its reader read; in between, that step admitted U into B's slot, which B then waited for)
+    assert.equal(b.preemptions, 0, "the request that grew was not the one preempted");
+    assert.ok(a.preemptions > 0, "the paused request gave up its room");
     assert.equal(b.slots[0], 1, "the pinned request ran in its slot");
-    // (before, the step that preempted B admitted U, B's slot still counted as B's: U took slot 1 and B waited for U)
     assert.equal(u.slots[0], 0, "the request behind the pinned one did not take its slot");
+    // A's reader reads on: A ends
+    while (!(await reader.next()).done);
+    await a.outcome;
+    assert.equal(engine.stats.kv!.blocksInUse, 0);
   } finally {
     engine.close();
     model.dispose();

@@ -119,10 +119,12 @@ export class Scheduler implements StrategyHost {
     this.plannedSteps.clear();
     /**
      * Plans `k` tokens of the sequence: a preemptible request takes room for its new blocks first,
-     * preempting the most recently admitted preemptible requests (their planned chunks leave the
-     * plan) until it fits; false when it was preempted itself. The oldest one never waits on the
-     * newer, and a lone request always fits (its worst case fits the pool: admissible), so every
-     * step makes progress.
+     * preempting requests paused on their readers (they compute nothing meanwhile), then the most
+     * recently admitted preemptible requests (their planned chunks leave the plan), until it fits;
+     * false when it was preempted itself. The oldest one never waits on the newer, and a lone
+     * request always fits (its worst case fits the pool: admissible), so every step makes progress.
+     * (Before, a request growing beside a paused one preempted itself when it was the newer, and
+     * was recomputed on the room the paused one then gave up at admission: a recompute for nothing.)
      */
     const plan = (request: EngineRequest, sequence: RunningSequence, k: number): boolean => {
       if (this.preemptible(request)) {
@@ -131,7 +133,7 @@ export class Scheduler implements StrategyHost {
         const strategy = k === sequence.pending && !this.plannedSteps.has(request) ? (request.strategy.stepBlocks?.() ?? 0) : 0;
         const need = rows + strategy;
         while (this.room() < need) {
-          const victim = this.newestPreemptible()!;
+          const victim = this.pausedPreemptible() ?? this.newestPreemptible()!;
           for (let i = chunks.length - 1; i >= 0; i--) {
             if (chunks[i]!.request === victim) budget += chunks.splice(i, 1)[0]!.tokens.length;
           }
