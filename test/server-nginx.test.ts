@@ -153,8 +153,10 @@ test("deploy/nginx.conf: a request with no answer after proxy_read_timeout (repl
 
 test("deploy/nginx.conf: a stream that waits in the queue longer than proxy_read_timeout is kept open by the server's keep-alive comments and ends whole", { skip }, async () => {
   // one in-process replica (listed twice) with one sequence, which a run holds (its reader stops
-  // after one event, so the engine pauses it); pings every 100 ms, nginx's read timeout 1 s
-  const s = await serveStories({ maxSequences: 1 }, { ssePingMs: 100 });
+  // after one event, so the engine pauses it; under admission "reserve", which never preempts, it
+  // keeps its sequence, where "preempt" would preempt it for the stream); pings every 100 ms,
+  // nginx's read timeout 1 s
+  const s = await serveStories({ maxSequences: 1, admission: "reserve" }, { ssePingMs: 100 });
   const nginx = await startNginx([s.url, s.url], (conf) => conf.replace("proxy_read_timeout 600s", "proxy_read_timeout 1s"));
   const controller = new AbortController();
   const held = s.model.submit(s.model.tokenizer.encode("Once upon a time", { addSpecialTokens: true }), { maxTokens: 400, ignoreEos: true, signal: controller.signal }).events();

@@ -14,7 +14,8 @@ type Served = Awaited<ReturnType<typeof serveStories>>;
 /**
  * A run that takes the server's one sequence and keeps it: its events are read once and then no
  * more, so the engine pauses it (a reader far behind) and every request behind it waits in the
- * queue until `release`.
+ * queue until `release` (the servers run admission "reserve", which never preempts: under
+ * "preempt" a request paused on its reader is preempted for a waiting one).
  */
 async function holdTheSequence(s: Served): Promise<{ run: GenerationRun; release(): Promise<void> }> {
   const controller = new AbortController();
@@ -33,7 +34,7 @@ async function holdTheSequence(s: Served): Promise<{ run: GenerationRun; release
 const waiting = async (url: string): Promise<number> => ((await (await fetch(`${url}/health`)).json()) as { requests_waiting: number }).requests_waiting;
 
 test("a queued stream gets ': keep-alive' comments while it waits, then its tokens: raw HTTP reads only comments before the first token, and the same text as unstreamed", { skip }, async () => {
-  const s = await serveStories({ maxSequences: 1 }, { ssePingMs: 50 });
+  const s = await serveStories({ maxSequences: 1, admission: "reserve" }, { ssePingMs: 50 });
   try {
     const body = { prompt: "Lily and Ben", max_tokens: 24, temperature: 0 };
     const expected = await post(`${s.url}/v1/completions`, body);
@@ -64,7 +65,7 @@ test("a queued stream gets ': keep-alive' comments while it waits, then its toke
 });
 
 test("the openai client streams a chat reply that waited in the queue through keep-alive comments as if there were none", { skip }, async () => {
-  const s = await serveStories({ maxSequences: 1 }, { ssePingMs: 50 });
+  const s = await serveStories({ maxSequences: 1, admission: "reserve" }, { ssePingMs: 50 });
   try {
     const body = { model: "stories260K", messages: [{ role: "user" as const, content: "Tell me a story" }], max_tokens: 24, temperature: 0 };
     const expected = await post(`${s.url}/v1/chat/completions`, body);
