@@ -43,9 +43,10 @@
 // or, under "preempt", stalling until every other request has settled. A reader 64 events behind
 // pauses its request, which under "preempt" is preempted for what needs its room and waits until
 // its reader reads on: still its solo tokens, its events each once (a leaver's a prefix, its tokens
-// as an aborted one's). A stall during which no pass runs for 5 s while a request read at once is
-// unsettled is a defect: the stalled reader held it back (a request pinned to the stalled one's
-// slot included: it preempts the paused holder).
+// as an aborted one's). A stall during which no pass runs, and no other reader reads on, for 5 s
+// while a request read at once is unsettled is a defect: the stalled reader held it back (a
+// request pinned to the stalled one's slot included: it preempts the paused holder). The delays
+// are drawn from the case's seed (the passes the others wait for still follow the clock).
 //
 // With --llama, stories260K's greedy requests (no penalties, biases or constraints, one choice) are also run by
 // llama.cpp (node-llama-cpp, CPU, f32 K/V, no flash attention, the prompt in one batch): its
@@ -198,6 +199,8 @@ interface Case {
   draftContext: number;
   /** false: the draft pools have no plan (a library caller's draft model): they grow within kvCacheBytes, their rows charged to the engine's pool */
   draftPlanned: boolean;
+  /** the case's seed (what its Rng was made from): the slow readers' delays are drawn from it too */
+  seed: number;
 }
 
 const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[Math.floor(rng.uniform() * xs.length)]!;
@@ -226,7 +229,8 @@ function worstBlocks(engine: Engine, p: RequestParams, draftPlanned: boolean): n
   }
 }
 
-async function makeCase(rng: Rng): Promise<Case> {
+async function makeCase(seed: number): Promise<Case> {
+  const rng = new Rng(seed);
   const target = pick(rng, targets);
   const { model } = target;
   const admission: Admission = chance(rng, 0.75) || opts.bursts ? "preempt" : "reserve";
@@ -349,7 +353,7 @@ async function makeCase(rng: Rng): Promise<Case> {
     // (pauses and stalls past 64 events: the request pauses on its backlog)
     j.reader = kind === "delays" ? { kind, maxMs: pick(rng, [1, 3, 10]) } : kind === "pause" ? { kind, after: int(rng, 0, 20), passes: pick(rng, [5, 40, 120]) } : kind === "bursts" ? { kind, size: int(rng, 2, 80), passes: int(rng, 1, 70) } : { kind, after: int(rng, 0, 30) };
   }
-  return { target, maxSequences: sequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned };
+  return { target, maxSequences: sequences, maxBatchTokens, kvBlocks, admission, burst, jobs, draftContext, draftPlanned, seed };
 }
 
 /** grammars, JSON Schemas, regexes and choices the requests may be held to */
@@ -490,6 +494,10 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
   /** which requests have settled, and whose reader is waiting on purpose (paused, stalled) */
   const done: boolean[] = c.jobs.map(() => false);
   const holding: boolean[] = c.jobs.map(() => false);
+  /** readers that stopped waiting on purpose so far: each is progress as a pass is (the engine has a reader to run for again) */
+  let resumed = 0;
+  /** the delays readers' waits, drawn from the case's seed (not Math.random): a seed's run waits as it did */
+  const delays = new Rng(c.seed ^ 0x5eed1e55);
   const tick = () => new Promise((r) => setTimeout(r, 1));
   /** waits until `passes` more passes ran, or none ran for 100 ms (the engine waits for this reader, or on nothing) */
   const awaitPasses = async (passes: number) => {
@@ -512,6 +520,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
       if (request.backlog > 64) slow.paused++;
       if (request.preemptions > preemptions) slow.preemptedBehind++;
       holding[i] = false;
+      resumed++;
     };
     for (;;) {
       if (reader?.kind === "leave" && n === reader.after) {
@@ -528,11 +537,15 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
         slow.stalls++;
         await hold(async () => {
           // until every other request has settled; a pass must run meanwhile while another can
-          // (one read at once, pinned to this one's slot or not)
-          let last = pass, since = Date.now();
+          // (one read at once, pinned to this one's slot or not). Another reader reading on is
+          // progress too: two stalled readers, each waiting for the other to settle, are both
+          // released by the bound, and the first released (reading on, its request resuming) was
+          // held back by nobody (before, the second's bound, a few ms later, found it not holding
+          // and not settled, and blamed the second stall for the 5 s the first waited on purpose)
+          let last = pass, lastResumed = resumed, since = Date.now();
           while (done.some((d, j) => !d && j !== i)) {
             await tick();
-            if (pass !== last) [last, since] = [pass, Date.now()];
+            if (pass !== last || resumed !== lastResumed) [last, lastResumed, since] = [pass, resumed, Date.now()];
             if (Date.now() - since < STALL_BOUND_MS) continue;
             const heldBack = c.jobs.map((_, j) => j).filter((j) => j !== i && !done[j] && !holding[j] && j < submitted);
             if (heldBack.length > 0) defects.push(`request ${i}'s stalled reader (${n} events read, backlog ${request.backlog}) held back request ${heldBack.join(", ")}: no pass for ${STALL_BOUND_MS} ms`);
@@ -541,7 +554,7 @@ async function runBatch(c: Case, defects: string[]): Promise<Got[]> {
           }
         });
       }
-      if (reader?.kind === "delays") await new Promise((r) => setTimeout(r, Math.floor(Math.random() * (reader.maxMs + 1))));
+      if (reader?.kind === "delays") await new Promise((r) => setTimeout(r, Math.floor(delays.uniform() * (reader.maxMs + 1))));
       const e = await it.next();
       if (e.done) return;
       got[i]!.events.push(e.value);
@@ -743,8 +756,7 @@ let defectsTotal = 0, requests = 0, aborted = 0, llamaChecked = 0, evictions = 0
 const t0 = performance.now();
 const first = opts.onlyCase ?? 0, last = opts.onlyCase ?? opts.cases - 1;
 for (let k = first; k <= last; k++) {
-  const rng = new Rng(opts.seed * 100003 + k);
-  const c = await makeCase(rng);
+  const c = await makeCase(opts.seed * 100003 + k);
   const defects: string[] = [];
   const preemptedBefore = preemptions;
   const got = await runBatch(c, defects);
