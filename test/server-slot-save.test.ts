@@ -62,7 +62,8 @@ describe("slot save and restore on stories260K", { skip: skipStories }, () => {
     const erased = await action(0, "erase");
     assert.ok(erased.json.n_erased >= warm.cached, JSON.stringify(erased.json));
     // another prompt's rows then fill the blocks the erase freed (so what the restore reads must be the file's), and are erased in turn
-    const other = await post(`${s.url}/completion`, { prompt: `The dog ran to the park. ${PROMPT}`, n_predict: 12, temperature: 0 });
+    // (in slot 0: unpinned, a request takes the least recently used idle slot, as llama-server's)
+    const other = await post(`${s.url}/completion`, { prompt: `The dog ran to the park. ${PROMPT}`, n_predict: 12, temperature: 0, id_slot: 0 });
     assert.equal(other.status, 200);
     assert.ok((await action(0, "erase")).json.n_erased > 0);
     const hitsBefore = s.model.engine.stats.kv!.prefixHits;
@@ -221,7 +222,7 @@ describe("slot files and models", { skip: skipStories }, () => {
       const [plain, quantized] = servers.map((x) => x.url);
       const prompt = Array.from({ length: 40 }, (_, i) => 5 + i);
       for (const [url, name] of [[plain, "plain.slot"], [quantized, "q8.slot"]] as const) {
-        assert.equal((await post(`${url}/completion`, { prompt, n_predict: 4, temperature: 0 })).status, 200);
+        assert.equal((await post(`${url}/completion`, { prompt, n_predict: 4, temperature: 0, id_slot: 0 })).status, 200);
         assert.equal((await post(`${url}/slots/0?action=save`, { filename: name })).status, 200);
       }
       const intoPlain = await post(`${plain}/slots/1?action=restore`, { filename: "q8.slot" });
@@ -290,7 +291,7 @@ test("tsllm serve --slot-save-path DIR: save and restore over HTTP; without it t
   const s = await spawnServe(["--slot-save-path", folder]);
   const plain = await spawnServe([]);
   try {
-    assert.equal((await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 4, temperature: 0 })).status, 200);
+    assert.equal((await post(`${s.url}/completion`, { prompt: PROMPT, n_predict: 4, temperature: 0, id_slot: 0 })).status, 200);
     const saved = await post(`${s.url}/slots/0?action=save`, { filename: "cli.slot" });
     assert.equal(saved.status, 200, JSON.stringify(saved.json));
     assert.ok(saved.json.n_saved > 0);
