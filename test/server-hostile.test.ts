@@ -181,22 +181,36 @@ describe("tsllm serve against a client that never reads its stream", { skip }, (
     const before = await leftEarly();
     const sock: Socket = connect(Number(new URL(s.url).port), "127.0.0.1");
     sock.on("error", () => undefined);
-    const closed = new Promise<void>((resolve) => sock.on("close", () => resolve()));
+    let closed = false;
+    sock.on("close", () => (closed = true));
     sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     sock.pause();
     try {
       // the server counts the request as 499 once it cuts the connection
       await until(async () => (await leftEarly()) > before, "the server to cut the connection its client does not read", 120_000);
-      // what reaches the client is less than the answer its Content-Length announced
+      // what reaches the client is at most the answer its Content-Length announced: less where the
+      // cut dropped what the kernel's buffers had not taken, all of it where they had taken it all
+      // before the cut (this machine's tcp_rmem grows to 32 MB; see docs/hardening.md, forty-fifth
+      // session's review: the 499 is then counted though the answer was delivered)
       const received: Buffer[] = [];
       sock.on("data", (d: Buffer) => received.push(d));
       sock.resume();
-      await closed;
+      await new Promise<void>((resolve) => {
+        const settle = setInterval(() => {
+          const got = Buffer.concat(received);
+          const headEnd = got.indexOf("\r\n\r\n");
+          const length = headEnd < 0 ? Number.NaN : Number(/content-length: (\d+)/i.exec(got.subarray(0, headEnd).toString())?.[1]);
+          if (closed || got.length - headEnd - 4 >= length) {
+            clearInterval(settle);
+            resolve();
+          }
+        }, 50);
+      });
       const text = Buffer.concat(received);
       const headEnd = text.indexOf("\r\n\r\n");
       const length = Number(/content-length: (\d+)/i.exec(text.subarray(0, headEnd).toString())![1]);
       assert.ok(length > 4 * 2 ** 20, `the answer announced ${length} bytes`);
-      assert.ok(text.length - headEnd - 4 < length, `${text.length - headEnd - 4} of ${length} bytes arrived`);
+      assert.ok(text.length - headEnd - 4 <= length, `${text.length - headEnd - 4} of ${length} bytes arrived`);
     } finally {
       sock.destroy();
     }
