@@ -29,6 +29,15 @@ async function drain(r: EngineRequest | AsyncIterator<unknown>, from?: EngineReq
   return tokens;
 }
 
+/** submits the request and reads its first event only, until the engine pauses it (its reader past the 64-event backlog) */
+async function stalled(engine: Engine, p: RequestParams): Promise<{ request: EngineRequest; reader: AsyncIterator<unknown>; first: IteratorResult<unknown> }> {
+  const request = engine.submit(p);
+  const reader = request[Symbol.asyncIterator]();
+  const first = await reader.next();
+  while (request.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
+  return { request, reader, first };
+}
+
 /** the request alone on a fresh engine (the judge: a request's greedy tokens do not depend on what runs beside it) */
 async function solo(model: Model, p: RequestParams): Promise<number[]> {
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, sliceMs: 0 });
@@ -45,10 +54,7 @@ test("admission preempt: a request whose reader stopped reading is preempted for
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 4, sliceMs: 0, admission: "preempt", kvCacheBytes: 9 * 16 * model.engine.bytesPerToken });
   try {
     const pa = params(Array.from({ length: 20 }, (_, i) => 300 + i), 100), pb = params(Array.from({ length: 17 }, (_, i) => 350 + i), 100);
-    const a = engine.submit(pa);
-    const reader = a[Symbol.asyncIterator]();
-    const first = await reader.next();
-    while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
+    const { request: a, reader, first } = await stalled(engine, pa);
     // B, read as it comes, outgrows what A leaves; A's reader reads nothing until B has ended
     // (at first, B preempted itself for a block, then waited for room A held until its reader read:
     // forever; then it preempted itself and was recomputed on the room A gave up at admission)
@@ -74,10 +80,7 @@ test("admission preempt: a request arriving while a stalled reader's request hol
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 4, sliceMs: 0, admission: "preempt", kvCacheBytes: 8 * 16 * model.engine.bytesPerToken });
   try {
     const pa = params(Array.from({ length: 20 }, (_, i) => 300 + i), 100), pc = params(Array.from({ length: 40 }, (_, i) => 400 + i), 20);
-    const a = engine.submit(pa);
-    const reader = a[Symbol.asyncIterator]();
-    await reader.next();
-    while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
+    const { request: a, reader } = await stalled(engine, pa);
     // A holds 6 of the 8 blocks; C's prompt needs 3, and a block spare (the watermark)
     const c = engine.submit(pc);
     assert.deepEqual(await drain(c), await solo(model, pc));
@@ -97,10 +100,7 @@ test("admission preempt: a request pinned to the slot of a request whose reader 
   const engine = new Engine(model.engine.model, model.tokenizer, { contextSize: 128, maxSequences: 2, sliceMs: 0, admission: "preempt" });
   try {
     const pa = { ...params(Array.from({ length: 20 }, (_, i) => 300 + i), 100), slot: 0 }, pb = { ...params(Array.from({ length: 17 }, (_, i) => 350 + i), 30), slot: 0 };
-    const a = engine.submit(pa);
-    const reader = a[Symbol.asyncIterator]();
-    const first = await reader.next();
-    while (a.backlog <= 64) await new Promise((r) => setTimeout(r, 5));
+    const { request: a, reader, first } = await stalled(engine, pa);
     assert.deepEqual(a.slots, [0]);
     // B, pinned to A's slot, read as it comes; A's reader reads nothing until B has ended
     // (before, B was passed over while A held slot 0, and A held it until its reader read: forever)
